@@ -1,0 +1,1 @@
+"""Scoring: word and character error rates with text normalization (``normalize``, ``wer``)."""
