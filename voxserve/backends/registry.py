@@ -1,0 +1,90 @@
+"""Model registry: a name (or a local directory) -> a loaded backend. Heavy imports happen only on load."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from voxserve.backends.base import AsrModel, VadModel
+from voxserve.errors import ModelUnavailable
+
+
+@dataclass(frozen=True)
+class AsrLoadOptions:
+    """Runtime placement of a speech recogniser."""
+
+    device: str = "cpu"
+    compute_type: str = "default"
+    workers: int = 1
+    threads_per_worker: int = 1
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A registered model: its name, what it does, and how to find its files."""
+
+    name: str
+    description: str
+    locate: Callable[[], Path]
+
+
+def _base() -> Path:
+    from voxserve.backends.asr.embedded import whisper_base_dir
+
+    return whisper_base_dir()
+
+
+def _tiny_en() -> Path:
+    from voxserve.backends.asr.embedded import whisper_tiny_en_dir
+
+    return whisper_tiny_en_dir()
+
+
+ASR_MODELS: dict[str, ModelEntry] = {
+    "whisper-base": ModelEntry("whisper-base", "Whisper base, multilingual (99 languages), embedded", _base),
+    "whisper-tiny.en": ModelEntry("whisper-tiny.en", "Whisper tiny.en, English only, fastest, embedded", _tiny_en),
+}
+
+
+def asr_names() -> list[str]:
+    """Names of the registered speech recognisers."""
+    return sorted(ASR_MODELS)
+
+
+def resolve_asr(name_or_path: str) -> tuple[str, Path]:
+    """The served name and directory of a registered name or a local model directory."""
+    if name_or_path in ASR_MODELS:
+        return name_or_path, ASR_MODELS[name_or_path].locate()
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return str(path), path
+    raise ModelUnavailable(
+        f"unknown model {name_or_path!r}: available models are {', '.join(asr_names())}, "
+        "or give the path of a CTranslate2 Whisper directory",
+        param="model",
+    )
+
+
+def load_asr(name_or_path: str, options: AsrLoadOptions = AsrLoadOptions()) -> AsrModel:
+    """Load a speech recogniser by registered name or directory."""
+    from voxserve.backends.asr.ctranslate2_whisper import CTranslate2Whisper, WhisperLoadConfig
+
+    name, path = resolve_asr(name_or_path)
+    return CTranslate2Whisper(
+        WhisperLoadConfig(
+            path=str(path),
+            name=name,
+            device=options.device,
+            compute_type=options.compute_type,
+            workers=options.workers,
+            threads_per_worker=options.threads_per_worker,
+        )
+    )
+
+
+def load_vad() -> VadModel:
+    """A fresh Silero VAD for one stream."""
+    from voxserve.backends.vad.silero import SileroVad
+
+    return SileroVad()
