@@ -1,0 +1,215 @@
+"""MicroBatcher: one generic batcher that groups work from many callers into model batches.
+
+Callers ``await batcher.submit(item, priority)``; worker threads (the only place the model's blocking code
+runs) take the most urgent items first (live before agent before offline; first come first served within a
+class), wait at most ``max_wait_ms`` for a batch to fill, split queued work fairly between idle workers, and
+hand each caller its own result. A failing batch is retried item by item so that one bad item fails only its
+own caller. Admission control: a full queue raises :class:`~voxserve.errors.Overloaded` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Generic, Protocol, Sequence, TypeVar
+
+from voxserve.errors import BackendError, Overloaded
+from voxserve.types import Priority
+
+T = TypeVar("T")
+R = TypeVar("R")
+log = logging.getLogger(__name__)
+
+
+class BatchObserver(Protocol):
+    """Receives one call per executed batch (for metrics)."""
+
+    def on_batch(self, name: str, size: int, wait_s: float, run_s: float, queue_depth: int) -> None:
+        """A batch of ``size`` items ran for ``run_s`` seconds after its oldest item waited ``wait_s``."""
+        ...
+
+
+@dataclass(frozen=True)
+class BatcherConfig:
+    """Batching knobs.
+
+    Attributes:
+        max_batch_size: the most items in one call of the model function.
+        max_wait_ms: how long a worker waits for a batch to fill once it has an urgent (live or agent) item.
+        offline_wait_ms: the same when only offline work is queued: throughput matters more than latency
+            there, and a CPU decoder is about twice as efficient per item at batch 4 as at batch 1.
+        workers: threads calling the model function concurrently.
+        max_queue: queued items beyond which new work is refused.
+    """
+
+    max_batch_size: int = 8
+    max_wait_ms: float = 10.0
+    offline_wait_ms: float = 100.0
+    workers: int = 1
+    max_queue: int = 4096
+
+
+@dataclass(order=True)
+class _Entry:
+    priority: int
+    seq: int
+    item: object = field(compare=False)
+    future: asyncio.Future[object] = field(compare=False)
+    loop: asyncio.AbstractEventLoop = field(compare=False)
+    enqueued: float = field(compare=False, default=0.0)
+
+
+class MicroBatcher(Generic[T, R]):
+    """Dynamic batching of ``fn(list[T]) -> list[R]`` across concurrent async callers."""
+
+    def __init__(
+        self,
+        fn: Callable[[list[T]], Sequence[R]],
+        config: BatcherConfig = BatcherConfig(),
+        *,
+        name: str = "model",
+        observer: BatchObserver | None = None,
+    ) -> None:
+        if config.max_batch_size < 1 or config.workers < 1:
+            raise ValueError("max_batch_size and workers must be at least 1")
+        self._fn = fn
+        self.config = config
+        self.name = name
+        self._observer = observer
+        self._heap: list[_Entry] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._waiting = 0  # workers inside _take
+        self._closed = False
+        self._threads = [
+            threading.Thread(target=self._worker, name=f"{name}-batcher-{i}", daemon=True)
+            for i in range(config.workers)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    @property
+    def queue_depth(self) -> int:
+        """Items waiting for a worker."""
+        with self._cond:
+            return len(self._heap)
+
+    async def submit(self, item: T, priority: Priority = Priority.OFFLINE) -> R:
+        """Queue one item and wait for its result."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[object] = loop.create_future()
+        with self._cond:
+            if self._closed:
+                raise Overloaded(f"{self.name} is shutting down", retry_after_s=5.0)
+            if len(self._heap) >= self.config.max_queue:
+                raise Overloaded(f"{self.name} queue is full ({len(self._heap)} items)", retry_after_s=self._retry_after())
+            heapq.heappush(self._heap, _Entry(int(priority), next(self._seq), item, future, loop, time.monotonic()))
+            self._cond.notify()
+        return await future  # type: ignore[return-value]
+
+    async def submit_many(self, items: Sequence[T], priority: Priority = Priority.OFFLINE) -> list[R]:
+        """Queue several items (they may share batches) and wait for all results, in order."""
+        return list(await asyncio.gather(*(self.submit(i, priority) for i in items)))
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Stop accepting work and wait (up to ``timeout_s``) for workers to finish what is queued."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        deadline = time.monotonic() + timeout_s
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _retry_after(self) -> float:
+        return max(1.0, math.ceil(len(self._heap) / max(1, self.config.max_batch_size * self.config.workers)))
+
+    # ------------------------------------------------------------------------------ worker threads
+
+    def _take(self) -> list[_Entry] | None:
+        with self._cond:
+            self._waiting += 1
+            try:
+                return self._take_locked()
+            finally:
+                self._waiting -= 1
+
+    def _take_locked(self) -> list[_Entry] | None:
+        while not self._heap and not self._closed:
+            self._cond.wait()
+        if not self._heap:
+            return None
+        first_seen = time.monotonic()
+        while len(self._heap) < self.config.max_batch_size and not self._closed:
+            remaining = first_seen + self._wait_s() - time.monotonic()
+            if remaining <= 0:
+                break
+            self._cond.wait(remaining)
+        # Split the queue evenly over the workers that are free now.
+        share = math.ceil(len(self._heap) / max(1, self._waiting))
+        count = max(1, min(self.config.max_batch_size, share, len(self._heap)))
+        batch = [heapq.heappop(self._heap) for _ in range(count)]
+        return [e for e in batch if not e.future.cancelled()]
+
+    def _wait_s(self) -> float:
+        """How long to let a batch fill, given the most urgent queued item (call with the lock held)."""
+        if self._heap and self._heap[0].priority < Priority.OFFLINE:
+            return self.config.max_wait_ms / 1000.0
+        return max(self.config.max_wait_ms, self.config.offline_wait_ms) / 1000.0
+
+    def _worker(self) -> None:
+        while True:
+            batch = self._take()
+            if batch is None:
+                return
+            if batch:
+                self._run(batch)
+
+    def _run(self, batch: list[_Entry]) -> None:
+        started = time.monotonic()
+        try:
+            results = list(self._fn([e.item for e in batch]))  # type: ignore[misc]
+            if len(results) != len(batch):
+                raise BackendError(f"{self.name} returned {len(results)} results for {len(batch)} items")
+        except BaseException as exc:  # noqa: BLE001 - every failure must reach its callers
+            self._fail_or_split(batch, exc)
+            return
+        self._observe(batch, started)
+        for entry, result in zip(batch, results):
+            _resolve(entry, result, None)
+
+    def _fail_or_split(self, batch: list[_Entry], exc: BaseException) -> None:
+        if len(batch) > 1:
+            log.warning("%s batch of %d failed (%s); retrying items one by one", self.name, len(batch), exc)
+            for entry in batch:
+                self._run([entry])
+            return
+        if not isinstance(exc, Exception):
+            exc = BackendError(f"{self.name} worker failed: {exc!r}")
+        _resolve(batch[0], None, exc)
+
+    def _observe(self, batch: list[_Entry], started: float) -> None:
+        if self._observer is not None:
+            wait = started - min(e.enqueued for e in batch)
+            self._observer.on_batch(self.name, len(batch), wait, time.monotonic() - started, self.queue_depth)
+
+
+def _resolve(entry: _Entry, result: object, exc: BaseException | None) -> None:
+    def settle() -> None:
+        if entry.future.done():
+            return
+        if exc is not None:
+            entry.future.set_exception(exc)
+        else:
+            entry.future.set_result(result)
+
+    try:
+        entry.loop.call_soon_threadsafe(settle)
+    except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
+        pass

@@ -1,0 +1,87 @@
+"""The engine's model pool: each loaded model with its one shared batcher.
+
+Every request that uses a model goes through that model's :class:`MicroBatcher`, so work from concurrent
+requests (files, streams, clients) shares batches.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from voxserve.backends.base import AsrModel, AsrModelInfo, AsrRequest, AsrResult, DecodeOptions
+from voxserve.backends.registry import AsrLoadOptions, load_asr, resolve_asr
+from voxserve.config import AsrConfig
+from voxserve.engine.batcher import BatchObserver, BatcherConfig, MicroBatcher
+from voxserve.types import Priority
+
+
+@dataclass
+class AsrService:
+    """A loaded speech recogniser and its batcher."""
+
+    model: AsrModel
+    batcher: MicroBatcher[AsrRequest, AsrResult]
+
+    @property
+    def info(self) -> AsrModelInfo:
+        """Facts about the model."""
+        return self.model.info
+
+    def check_options(self, options: DecodeOptions) -> None:
+        """Raise for options the model cannot run."""
+        self.model.check_options(options)
+
+    async def transcribe(self, request: AsrRequest, priority: Priority = Priority.OFFLINE) -> AsrResult:
+        """Recognise one request through the shared batcher."""
+        return await self.batcher.submit(request, priority)
+
+
+class ModelPool:
+    """Loads models on first use (thread-safe) and keeps them for the life of the process."""
+
+    def __init__(self, config: AsrConfig, observer: BatchObserver | None = None) -> None:
+        self.config = config
+        self._observer = observer
+        self._asr: dict[str, AsrService] = {}
+        self._lock = threading.Lock()
+
+    def asr(self, name: str | None = None) -> AsrService:
+        """The service for a registered model name or directory (default: the configured model)."""
+        key = resolve_asr(name or self.config.model)[0] if name else self.config.model
+        with self._lock:
+            service = self._asr.get(key)
+            if service is None:
+                service = self._load(key)
+                self._asr[key] = service
+        return service
+
+    def loaded(self) -> list[str]:
+        """Names of the loaded models."""
+        with self._lock:
+            return list(self._asr)
+
+    def _load(self, name: str) -> AsrService:
+        c = self.config
+        model = load_asr(name, AsrLoadOptions(c.device, c.compute_type, c.workers, c.threads_per_worker))
+        batcher: MicroBatcher[AsrRequest, AsrResult] = MicroBatcher(
+            model.transcribe_batch,
+            BatcherConfig(
+                max_batch_size=c.max_batch_size,
+                max_wait_ms=c.max_wait_ms,
+                offline_wait_ms=c.offline_wait_ms,
+                workers=c.workers,
+                max_queue=c.max_queue,
+            ),
+            name=model.info.name,
+            observer=self._observer,
+        )
+        return AsrService(model, batcher)
+
+    def close(self) -> None:
+        """Stop every batcher and release the models (before interpreter shutdown tears down their threads)."""
+        with self._lock:
+            services = list(self._asr.values())
+            self._asr.clear()
+        for service in services:
+            service.batcher.close()
