@@ -1,0 +1,126 @@
+"""Hallucination guard: decide whether one chunk's recognition result can be trusted.
+
+Pure functions over the decoder's statistics and the chunk's speech duration. A result fails when its text
+is too repetitive (gzip compression ratio, repeated n-grams), the decoder was unsure (average
+log-probability), or the number of words is implausible for the amount of speech (words per minute).
+A result that the model itself marks as silence (high no-speech probability and low confidence) passes
+with empty text.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from voxserve.types import SAMPLE_RATE
+
+NO_SPACE_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "my", "yue"})
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    """Thresholds of the guard (Whisper's published defaults where they exist).
+
+    Attributes:
+        max_compression_ratio: fail above this gzip ratio (Whisper: 2.4).
+        min_avg_logprob: fail below this mean token log-probability (Whisper: -1.0).
+        no_speech_threshold: with a low log-probability, above this no-speech probability the chunk is
+            silence (Whisper: 0.6).
+        max_words_per_minute: fail when the text has more words than this rate allows (+ ``word_slack``).
+        min_words_per_minute: fail when a chunk with at least ``min_speech_s_for_rate`` of speech has fewer.
+        max_repeats: fail when a single word repeats this many times in a row; a two-word phrase may
+            repeat one time fewer, and longer phrases (up to ``max_ngram`` words) two fewer.
+    """
+
+    max_compression_ratio: float = 2.4
+    min_avg_logprob: float = -1.0
+    no_speech_threshold: float = 0.6
+    max_words_per_minute: float = 380.0
+    min_words_per_minute: float = 12.0
+    min_speech_s_for_rate: float = 8.0
+    word_slack: int = 4
+    max_repeats: int = 5
+    max_ngram: int = 10
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The guard's decision; ``silence`` means an empty transcript is the right answer."""
+
+    passed: bool
+    reasons: tuple[str, ...] = ()
+    silence: bool = False
+    compression_ratio: float = 0.0
+
+
+def compression_ratio(text: str) -> float:
+    """UTF-8 size over zlib-compressed size; repetitive text compresses well and scores high."""
+    raw = text.encode("utf-8")
+    return len(raw) / len(zlib.compress(raw)) if raw else 0.0
+
+
+def word_count(text: str, language: str) -> int:
+    """Words in ``text``; for languages written without spaces, characters / 2 as a rough equivalent."""
+    if language in NO_SPACE_LANGUAGES:
+        return len([c for c in text if c.isalnum()]) // 2
+    return len(text.split())
+
+
+def repeat_runs(words: list[str], max_ngram: int) -> dict[int, int]:
+    """For each n-gram size, the largest number of consecutive repetitions of one n-gram."""
+    tokens = [w.lower().strip(".,!?;:\"'") for w in words]
+    runs = {}
+    for n in range(1, max_ngram + 1):
+        best, i = 1, 0
+        while i + 2 * n <= len(tokens):
+            run = 1
+            while i + (run + 1) * n <= len(tokens) and tokens[i + run * n : i + (run + 1) * n] == tokens[i : i + n]:
+                run += 1
+            best = max(best, run)
+            i += (run - 1) * n if run > 1 else 1
+        runs[n] = best
+    return runs
+
+
+def is_repetitive(words: list[str], config: GuardConfig) -> bool:
+    """Whether some n-gram repeats in a row at least as often as the config allows."""
+    for n, run in repeat_runs(words, config.max_ngram).items():
+        if run >= max(2, config.max_repeats - min(n - 1, 2)):
+            return True
+    return False
+
+
+def assess(
+    text: str,
+    avg_logprob: float,
+    no_speech_prob: float,
+    speech_samples: int,
+    language: str,
+    config: GuardConfig = GuardConfig(),
+) -> Verdict:
+    """Judge one chunk's result; see the module docstring for the rules."""
+    ratio = compression_ratio(text)
+    if not config.enabled:
+        return Verdict(True, compression_ratio=ratio)
+    if no_speech_prob > config.no_speech_threshold and avg_logprob < config.min_avg_logprob:
+        return Verdict(True, ("no_speech",), silence=True, compression_ratio=ratio)
+    reasons = []
+    if ratio > config.max_compression_ratio:
+        reasons.append("compression_ratio")
+    if text and avg_logprob < config.min_avg_logprob:
+        reasons.append("avg_logprob")
+    if language not in NO_SPACE_LANGUAGES and is_repetitive(text.split(), config):
+        reasons.append("repetition")
+    reasons.extend(_rate_reasons(text, speech_samples, language, config))
+    return Verdict(not reasons, tuple(reasons), compression_ratio=ratio)
+
+
+def _rate_reasons(text: str, speech_samples: int, language: str, config: GuardConfig) -> list[str]:
+    minutes = speech_samples / SAMPLE_RATE / 60.0
+    words = word_count(text, language)
+    if words > config.max_words_per_minute * minutes + config.word_slack:
+        return ["too_many_words"]
+    if minutes * 60.0 >= config.min_speech_s_for_rate and words < config.min_words_per_minute * minutes:
+        return ["too_few_words"]
+    return []

@@ -1,0 +1,334 @@
+"""Long-file transcription: decode -> VAD -> chunk plan -> batched recognition -> guard -> stitch.
+
+Decoding, VAD and planning run in a worker thread and hand chunks over as soon as they are final, so the
+models start before the file is fully decoded and a long file is never held whole in memory. Chunks go
+through the model's shared batcher (so several files share batches). Every chunk is judged by the
+hallucination guard; a failing chunk is retried alone at rising temperatures, then cut in two and retried,
+and what happened is recorded per chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import numpy as np
+
+from voxserve.audio import iter_decode, probe
+from voxserve.backends.base import AsrRequest, AsrResult, DecodeOptions, VadModel
+from voxserve.engine.executor import BlockingExecutor
+from voxserve.engine.pool import AsrService
+from voxserve.errors import Cancelled, InvalidInput
+from voxserve.pipelines.chunking import ChunkParams, ChunkPlan, StreamingPlanner, split_in_two
+from voxserve.pipelines.guard import GuardConfig, Verdict, assess
+from voxserve.pipelines.stitching import ChunkText, stitch, transcript_text
+from voxserve.types import SAMPLE_RATE, ChunkReport, Priority, Transcript, TranscriptStats
+
+log = logging.getLogger(__name__)
+ProgressHook = Callable[[float, float], None]
+"""Called with (audio seconds done, audio seconds in total)."""
+_QUEUE_CHUNKS = 32
+_BLOCK_SAMPLES = 30 * SAMPLE_RATE
+_MIN_RECHUNK_SAMPLES = 2 * SAMPLE_RATE
+
+
+@dataclass(frozen=True)
+class LongAsrOptions:
+    """Options of one long-file transcription."""
+
+    decode: DecodeOptions = DecodeOptions()
+    chunking: ChunkParams = ChunkParams()
+    guard: GuardConfig = GuardConfig()
+    temperatures: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8, 1.0)
+    rechunk: bool = True
+    best_of: int = 3
+    max_duration_s: float | None = None
+
+
+@dataclass
+class _Outcome:
+    """The accepted text of a chunk (several when it was re-chunked) and its report."""
+
+    texts: list[ChunkText]
+    report: ChunkReport
+    language: str = ""
+    language_probability: float = 0.0
+
+
+@dataclass
+class _Progress:
+    hook: ProgressHook | None
+    total_s: float
+    done: dict[int, int] = field(default_factory=dict)
+    frontier: int = 0
+
+    def chunk_done(self, plan: ChunkPlan) -> None:
+        self.done[plan.index] = plan.file_end
+        while self.frontier in self.done:
+            self.frontier += 1
+        if self.hook is not None and self.frontier:
+            self.hook(min(self.total_s, self.done[self.frontier - 1] / SAMPLE_RATE), self.total_s)
+
+    def finish(self, total_samples: int) -> None:
+        if self.hook is not None:
+            total = max(self.total_s, total_samples / SAMPLE_RATE)
+            self.hook(total, total)
+
+
+class LongFileTranscriber:
+    """Transcribes files of any length with one shared speech recogniser."""
+
+    def __init__(
+        self,
+        asr: AsrService,
+        executor: BlockingExecutor,
+        vad_factory: Callable[[], VadModel],
+        priority: Priority = Priority.OFFLINE,
+    ) -> None:
+        self.asr = asr
+        self.executor = executor
+        self.vad_factory = vad_factory
+        self.priority = priority
+
+    async def run(self, source: Any, options: LongAsrOptions = LongAsrOptions(), progress: ProgressHook | None = None) -> Transcript:
+        """Transcribe ``source`` (path, bytes or binary file object)."""
+        started = time.monotonic()
+        self.asr.check_options(options.decode)
+        info = await self.executor.run(probe, source)
+        if options.max_duration_s and info.duration_s and info.duration_s > options.max_duration_s:
+            raise InvalidInput(
+                f"audio is {info.duration_s:.0f} s long; the limit is {options.max_duration_s:.0f} s",
+                param="file",
+                code="audio_too_long",
+            )
+        queue: asyncio.Queue[tuple[ChunkPlan, np.ndarray] | int | BaseException] = asyncio.Queue(_QUEUE_CHUNKS)
+        stop = threading.Event()
+        producer = asyncio.ensure_future(self.executor.run(self._produce, source, options, queue, asyncio.get_running_loop(), stop))
+        try:
+            outcomes, n_samples = await self._consume(queue, options, _Progress(progress, info.duration_s or 0.0))
+        finally:
+            stop.set()
+            await asyncio.gather(producer, return_exceptions=True)
+        return self._assemble(outcomes, n_samples, options, time.monotonic() - started)
+
+    # ------------------------------------------------------------------------------------ producer
+
+    def _produce(
+        self,
+        source: Any,
+        options: LongAsrOptions,
+        queue: asyncio.Queue[Any],
+        loop: asyncio.AbstractEventLoop,
+        stop: threading.Event,
+    ) -> None:
+        """Worker thread: decode, score frames, plan, and queue (plan, audio); last an int (total samples)."""
+
+        def put(item: Any) -> None:
+            while not stop.is_set():
+                try:
+                    asyncio.run_coroutine_threadsafe(queue.put(item), loop).result(timeout=0.5)
+                    return
+                except TimeoutError:
+                    continue
+
+        try:
+            put(self._scan(source, options, put, stop))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which re-raises it
+            put(exc)
+
+    def _scan(self, source: Any, options: LongAsrOptions, put: Callable[[Any], None], stop: threading.Event) -> int:
+        vad = self.vad_factory()
+        frame = vad.frame_samples
+        planner = StreamingPlanner(options.chunking)
+        buffer, buffer_start, total, tail = np.zeros(0, np.float32), 0, 0, np.zeros(0, np.float32)
+        for block in iter_decode(source, block_samples=_BLOCK_SAMPLES, max_duration_s=options.max_duration_s):
+            if stop.is_set():
+                raise Cancelled("transcription cancelled")
+            total += len(block)
+            buffer = np.concatenate([buffer, block])
+            scored = np.concatenate([tail, block])
+            usable = len(scored) // frame * frame
+            tail = scored[usable:]
+            for plan in planner.feed(vad.probabilities(scored[:usable])):
+                put((plan, _cut(buffer, buffer_start, plan)))
+            drop = planner.base - buffer_start
+            buffer, buffer_start = buffer[drop:], planner.base
+        if len(tail):
+            planner.feed(vad.probabilities(np.pad(tail, (0, frame - len(tail)))))
+        for plan in planner.finish(total):
+            put((plan, _cut(buffer, buffer_start, plan)))
+        return total
+
+    # ------------------------------------------------------------------------------------ consumer
+
+    async def _consume(
+        self, queue: asyncio.Queue[Any], options: LongAsrOptions, progress: _Progress
+    ) -> tuple[list[_Outcome], int]:
+        """Submit chunks in groups of about half the engine's capacity, so batches split evenly over workers
+        (a CPU decoder does far more per second at batch 4 than at batch 1)."""
+        config = self.asr.batcher.config
+        group = max(1, config.workers * config.max_batch_size // 2)
+        tasks: list[asyncio.Task[_Outcome]] = []
+        items: list[tuple[ChunkPlan, np.ndarray]] = []
+        submitted = 0
+
+        def submit_pending() -> None:
+            nonlocal submitted
+            for plan, audio in items[submitted:]:
+                tasks.append(asyncio.ensure_future(self._chunk(plan, audio, options.decode, options, progress)))
+            submitted = len(items)
+
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if isinstance(item, int):
+                    submit_pending()
+                    outcomes = await self._settle_language(list(await asyncio.gather(*tasks)), items, options)
+                    progress.finish(item)
+                    return outcomes, item
+                items.append(item)
+                left_s = progress.total_s - item[0].file_end / SAMPLE_RATE
+                few_left = 0 < left_s < group * options.chunking.max_chunk_s / 2  # wait: one even split of all
+                if len(items) - submitted >= group and not few_left:
+                    submit_pending()
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            raise
+
+    async def _settle_language(
+        self, outcomes: list[_Outcome], items: list[tuple[ChunkPlan, np.ndarray]], options: LongAsrOptions
+    ) -> list[_Outcome]:
+        """The file's language is its first speech's; chunks that detected another one are redone in it.
+
+        Chunks are decoded in parallel, each detecting its language from its own encoder output (nearly
+        free), so nothing waits for the first chunk; on single-language audio nothing is redone.
+        """
+        if options.decode.language is not None or not outcomes:
+            return outcomes
+        language = outcomes[0].language
+        decode = replace(options.decode, language=language)
+        redo = [i for i, o in enumerate(outcomes) if o.language != language]
+        redone = await asyncio.gather(
+            *(self._recognize(*items[i], decode, options, allow_rechunk=options.rechunk) for i in redo)
+        )
+        for i, outcome in zip(redo, redone):
+            outcome.language_probability = outcomes[0].language_probability
+            outcomes[i] = outcome
+        return outcomes
+
+    async def _chunk(
+        self, plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions, options: LongAsrOptions, progress: _Progress
+    ) -> _Outcome:
+        outcome = await self._recognize(plan, audio, decode, options, allow_rechunk=options.rechunk)
+        progress.chunk_done(plan)
+        return outcome
+
+    async def _recognize(
+        self, plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions, options: LongAsrOptions, *, allow_rechunk: bool
+    ) -> _Outcome:
+        temperatures = [decode.temperature] + [t for t in options.temperatures if t > decode.temperature]
+        if not options.guard.enabled:
+            temperatures = temperatures[:1]
+        attempts: list[tuple[AsrResult, Verdict]] = []
+        for temperature in temperatures:
+            opts = replace(
+                decode,
+                temperature=temperature,
+                best_of=options.best_of if temperature > 0 else 1,
+                max_new_tokens=decode.max_new_tokens or _token_cap(len(audio)),
+            )
+            result = await self.asr.transcribe(AsrRequest(audio, opts), self.priority)
+            verdict = assess(result.text, result.avg_logprob, result.no_speech_prob, len(audio), result.language, options.guard)
+            attempts.append((result, verdict))
+            if verdict.passed:
+                return self._accept(plan, attempts, rechunked=False)
+        if allow_rechunk and len(audio) >= _MIN_RECHUNK_SAMPLES:
+            parts = split_in_two(plan, audio)
+            if len(parts) == 2:
+                first_lang = replace(decode, language=decode.language or attempts[0][0].language)
+                subs = await asyncio.gather(
+                    *(self._recognize(p, a, first_lang, options, allow_rechunk=False) for p, a in parts)
+                )
+                if all(s.report.passed for s in subs):
+                    return self._merge(plan, attempts, list(subs))
+        return self._accept(plan, attempts, rechunked=False, failed=True)
+
+    @staticmethod
+    def _accept(
+        plan: ChunkPlan, attempts: list[tuple[AsrResult, Verdict]], *, rechunked: bool, failed: bool = False
+    ) -> _Outcome:
+        result, verdict = attempts[-1]
+        if failed:  # keep the least bad attempt
+            result, verdict = min(attempts, key=lambda rv: (len(rv[1].reasons), -rv[0].avg_logprob))
+        report = ChunkReport(
+            index=plan.index, start=plan.file_start, end=plan.file_end, speech_samples=plan.length,
+            attempts=len(attempts), temperature=result.temperature, rechunked=rechunked,
+            passed=not failed, reasons=tuple(r for _, v in attempts for r in v.reasons),
+        )
+        text = ChunkText(
+            plan=plan,
+            text="" if verdict.silence else result.text,
+            tokens=() if verdict.silence else result.tokens,
+            words=() if verdict.silence else result.words,
+            temperature=result.temperature,
+            avg_logprob=result.avg_logprob,
+            compression_ratio=verdict.compression_ratio,
+            no_speech_prob=result.no_speech_prob,
+        )
+        return _Outcome([text], report, result.language, result.language_probability)
+
+    @staticmethod
+    def _merge(plan: ChunkPlan, attempts: list[tuple[AsrResult, Verdict]], subs: list[_Outcome]) -> _Outcome:
+        report = ChunkReport(
+            index=plan.index, start=plan.file_start, end=plan.file_end, speech_samples=plan.length,
+            attempts=len(attempts) + sum(s.report.attempts for s in subs),
+            temperature=max(s.report.temperature for s in subs), rechunked=True, passed=True,
+            reasons=tuple(r for _, v in attempts for r in v.reasons),
+        )
+        return _Outcome([t for s in subs for t in s.texts], report, subs[0].language, subs[0].language_probability)
+
+    # ------------------------------------------------------------------------------------ assembly
+
+    def _assemble(self, outcomes: list[_Outcome], n_samples: int, options: LongAsrOptions, wall_s: float) -> Transcript:
+        outcomes.sort(key=lambda o: o.report.index)
+        language = options.decode.language or (outcomes[0].language if outcomes else "") or "en"
+        text_language = "en" if options.decode.task == "translate" else language
+        segments = stitch([t for o in outcomes for t in o.texts], text_language)
+        reports = tuple(o.report for o in outcomes)
+        stats = TranscriptStats(
+            wall_s=wall_s,
+            chunks=len(reports),
+            retries=sum(max(0, r.attempts - 1) for r in reports),
+            rechunks=sum(1 for r in reports if r.rechunked),
+            guard_failures=sum(1 for r in reports if not r.passed),
+            speech_s=sum(r.speech_samples for r in reports) / SAMPLE_RATE,
+            chunk_reports=reports,
+        )
+        return Transcript(
+            text=transcript_text(segments, text_language),
+            language=language,
+            duration=n_samples,
+            segments=segments,
+            language_probability=outcomes[0].language_probability if outcomes and not options.decode.language else 1.0,
+            task=options.decode.task,
+            stats=stats,
+        )
+
+
+def _token_cap(n_samples: int) -> int:
+    """At most 15 tokens per second of speech (fast speech in any language stays well below), so a looping
+    decoder stops early instead of running to the model's limit."""
+    return 10 + int(15 * n_samples / SAMPLE_RATE)
+
+
+def _cut(buffer: np.ndarray, buffer_start: int, plan: ChunkPlan) -> np.ndarray:
+    """The audio of a plan's pieces, joined, from a buffer that starts at ``buffer_start``."""
+    parts = [buffer[p.file_start - buffer_start : p.file_end - buffer_start] for p in plan.pieces]
+    return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
