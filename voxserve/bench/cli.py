@@ -1,0 +1,76 @@
+"""``voxserve bench ...``: side-by-side benchmarks against peers, in one process run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from voxserve.errors import InvalidInput
+from voxserve.service import Voxserve
+
+
+def add_bench_commands(sub: Any, engine_args: Callable[[argparse.ArgumentParser], None], settings: Callable[..., Any]) -> None:
+    """Register the ``bench`` subcommands."""
+    bench = sub.add_parser("bench", help="benchmarks against peer systems")
+    bench_sub = bench.add_subparsers(dest="bench_command", required=True)
+
+    p = bench_sub.add_parser("longform", help="long files: voxserve vs faster-whisper sequential and batched")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--peer-batch-sizes", default="4,8,16")
+    p.add_argument("--language", help="pass a language to every system (default: each detects it)")
+    p.add_argument("--no-words", action="store_true", help="no word timestamps for any system")
+    p.add_argument("--json", help="write the report here")
+    engine_args(p)
+    p.set_defaults(func=lambda a: cmd_longform(a, settings(a)))
+
+    m = bench_sub.add_parser("make-long", help="join corpus clips with silences into a long test file")
+    m.add_argument("--corpus", help="corpus folder (default: ../shared/corpus)")
+    m.add_argument("--out", required=True)
+    m.add_argument("--minutes", type=float, default=10.0)
+    m.add_argument("--seed", type=int, default=0)
+    m.set_defaults(func=cmd_make_long)
+
+
+def cmd_longform(args: argparse.Namespace, settings: Any) -> int:
+    """Run the long-file benchmark and print its table."""
+    from voxserve.bench.longform import LongformBench, LongformConfig, format_longform
+
+    files = tuple(Path(f) for f in args.files)
+    for f in files:
+        if not f.is_file():
+            raise InvalidInput(f"{f} does not exist")
+    config = LongformConfig(
+        files=files,
+        repeats=max(1, args.repeats),
+        batch_sizes=tuple(int(b) for b in args.peer_batch_sizes.split(",") if b.strip()),
+        beam_size=settings.asr.beam_size,
+        language=args.language,
+        word_timestamps=not args.no_words,
+        model=args.model,
+    )
+    vox = Voxserve(settings)
+    try:
+        report = LongformBench(vox, config, log=lambda s: print(s, file=sys.stderr)).run()
+    finally:
+        vox.close()
+    print(format_longform(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+def cmd_make_long(args: argparse.Namespace) -> int:
+    """Write a long recording and its reference."""
+    from voxserve.bench.longfile import make_long_recording
+    from voxserve.eval.corpus import default_corpus
+
+    corpus = Path(args.corpus) if args.corpus else default_corpus()
+    if corpus is None:
+        raise InvalidInput("no corpus folder: pass --corpus DIR")
+    out = make_long_recording(corpus, Path(args.out), args.minutes, args.seed)
+    print(out)
+    return 0

@@ -1,0 +1,175 @@
+"""Command line: ``voxserve transcribe | eval | bench ...``.
+
+Transport only: parse arguments, build the engine, call pipelines, print results. Progress bars and the
+speed summary go to stderr so that stdout carries only the transcript.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from voxserve.config import load_settings
+from voxserve.errors import VoxserveError
+from voxserve.formats import FORMATS, extension, render
+from voxserve.service import Voxserve
+from voxserve.types import Transcript
+
+log = logging.getLogger("voxserve")
+MAX_FILES_IN_FLIGHT = 4
+
+
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="model name (whisper-base, whisper-tiny.en) or a CTranslate2 Whisper directory")
+    p.add_argument("--config", help="settings file (TOML or JSON)")
+    p.add_argument("--batch-size", type=int, help="chunks per decoder batch")
+    p.add_argument("--workers", type=int, help="concurrent model batches (default: one per core)")
+    p.add_argument("--threads", type=int, help="threads per worker")
+    p.add_argument("--beam-size", type=int, help="beam width (1 = greedy)")
+    p.add_argument("--device", help="cpu, cuda or auto")
+    p.add_argument("--compute-type", help="CTranslate2 compute type (default: int8 on CPU)")
+    p.add_argument("--no-guard", action="store_true", help="disable the hallucination guard (faster, riskier)")
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    asr = {
+        "model": args.model, "max_batch_size": args.batch_size, "workers": args.workers,
+        "threads_per_worker": args.threads, "beam_size": args.beam_size, "device": args.device,
+        "compute_type": args.compute_type,
+    }
+    guard = {"enabled": False} if args.no_guard else {}
+    return load_settings(args.config, asr=asr, guard=guard)
+
+
+def _add_transcribe(sub: Any) -> None:
+    p = sub.add_parser("transcribe", help="transcribe audio or video files of any length")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--language", help="ISO 639-1 code; detected from the first speech when omitted")
+    p.add_argument("--task", choices=("transcribe", "translate"), default="transcribe")
+    p.add_argument("--format", choices=FORMATS, default="txt")
+    p.add_argument("--output-dir", help="write <name>.<ext> files here (default: stdout for one input)")
+    p.add_argument("--prompt", help="text that conditions the decoder (names, vocabulary)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    _engine_args(p)
+    p.set_defaults(func=cmd_transcribe)
+
+
+class _Bar:
+    """A tqdm progress bar over audio seconds, shared by all files of one run."""
+
+    def __init__(self, total_s: float, enabled: bool) -> None:
+        self._bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=round(total_s, 1), unit="audio s", file=sys.stderr, dynamic_ncols=True)
+        self._done: dict[int, float] = {}
+
+    def hook(self, key: int) -> Any:
+        def update(done_s: float, _total_s: float) -> None:
+            if self._bar is not None:
+                delta = done_s - self._done.get(key, 0.0)
+                self._done[key] = done_s
+                self._bar.update(round(delta, 1))
+
+        return update
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+async def _transcribe_all(vox: Voxserve, args: argparse.Namespace) -> tuple[list[Transcript | VoxserveError], float]:
+    from voxserve.audio import probe
+
+    durations = []
+    for path in args.paths:
+        try:
+            durations.append(probe(path).duration_s or 0.0)
+        except VoxserveError:
+            durations.append(0.0)
+    bar = _Bar(sum(durations), not args.quiet)
+    gate = asyncio.Semaphore(MAX_FILES_IN_FLIGHT)
+    options = vox.long_options(
+        language=args.language, task=args.task, prompt=args.prompt,
+        word_timestamps=args.format not in ("txt", "text", "json"),
+    )
+
+    async def one(i: int, path: str) -> Transcript | VoxserveError:
+        async with gate:
+            try:
+                return await vox.transcribe_file(path, options, model=args.model, progress=bar.hook(i))
+            except VoxserveError as exc:
+                return exc
+
+    started = time.monotonic()
+    results = await asyncio.gather(*(one(i, p) for i, p in enumerate(args.paths)))
+    bar.close()
+    return list(results), time.monotonic() - started
+
+
+def cmd_transcribe(args: argparse.Namespace) -> int:
+    """Transcribe files; one output per input."""
+    vox = Voxserve(_settings(args))
+    try:
+        vox.asr(args.model)  # load before the clock starts
+        results, wall = asyncio.run(_transcribe_all(vox, args))
+    finally:
+        vox.close()
+    failed = 0
+    single_stdout = len(args.paths) == 1 and not args.output_dir
+    for path, result in zip(args.paths, results):
+        if isinstance(result, VoxserveError):
+            failed += 1
+            print(f"error: {path}: {result.message}", file=sys.stderr)
+            continue
+        text = render(result, args.format)
+        if single_stdout:
+            sys.stdout.write(text)
+        else:
+            out_dir = Path(args.output_dir or ".")
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / f"{Path(path).stem}.{extension(args.format)}").write_text(text, encoding="utf-8")
+    if not args.quiet:
+        audio = sum(r.duration_s for r in results if isinstance(r, Transcript))
+        rtfx = audio / wall if wall > 0 else 0.0
+        print(f"audio {audio:.1f} s, wall {wall:.2f} s, RTFx {rtfx:.1f}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="voxserve", description="Self-hosted speech inference.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_transcribe(sub)
+    from voxserve.bench.cli import add_bench_commands
+    from voxserve.eval.cli import add_eval_commands
+
+    add_eval_commands(sub, _engine_args, _settings)
+    add_bench_commands(sub, _engine_args, _settings)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``voxserve`` command."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args))
+    except VoxserveError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""Transcript output formats: txt, json, verbose_json (OpenAI's shape plus a ``voxserve`` block), srt, vtt.
+
+Pure functions from :class:`~voxserve.types.Transcript` to text, shared by the CLI and the server.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from voxserve.errors import InvalidInput
+from voxserve.languages import language_name
+from voxserve.types import Segment, Transcript, Word
+
+FORMATS = ("txt", "text", "json", "verbose_json", "srt", "vtt")
+
+
+def _r(x: float) -> float:
+    return round(x, 3)
+
+
+def word_dict(w: Word) -> dict[str, Any]:
+    """A word as OpenAI returns it (``word``, ``start``, ``end``), plus probability and speaker when known."""
+    d: dict[str, Any] = {"word": w.text, "start": _r(w.start_s), "end": _r(w.end_s), "probability": round(w.probability, 4)}
+    if w.speaker is not None:
+        d["speaker"] = w.speaker
+    return d
+
+
+def segment_dict(s: Segment, *, words: bool = True) -> dict[str, Any]:
+    """A segment in OpenAI's verbose_json shape."""
+    d: dict[str, Any] = {
+        "id": s.id,
+        "seek": 0,
+        "start": _r(s.start_s),
+        "end": _r(s.end_s),
+        "text": s.text,
+        "tokens": list(s.tokens),
+        "temperature": s.temperature,
+        "avg_logprob": round(s.avg_logprob, 4),
+        "compression_ratio": round(s.compression_ratio, 4),
+        "no_speech_prob": round(s.no_speech_prob, 4),
+    }
+    if s.speaker is not None:
+        d["speaker"] = s.speaker
+    if words:
+        d["words"] = [word_dict(w) for w in s.words]
+    return d
+
+
+def voxserve_block(t: Transcript) -> dict[str, Any]:
+    """Speed and guard statistics, reported beside OpenAI's fields."""
+    st = t.stats
+    return {
+        "rtfx": round(t.rtfx, 2),
+        "wall_s": round(st.wall_s, 3),
+        "speech_s": round(st.speech_s, 3),
+        "chunks": st.chunks,
+        "retries": st.retries,
+        "rechunks": st.rechunks,
+        "guard_failures": st.guard_failures,
+        "chunk_reports": [
+            {
+                "index": c.index,
+                "start": _r(c.start / 16000),
+                "end": _r(c.end / 16000),
+                "attempts": c.attempts,
+                "temperature": c.temperature,
+                "rechunked": c.rechunked,
+                "passed": c.passed,
+                "reasons": list(c.reasons),
+            }
+            for c in st.chunk_reports
+        ],
+    }
+
+
+def to_verbose_json(t: Transcript, *, words: bool = True, segments: bool = True) -> dict[str, Any]:
+    """OpenAI's verbose_json object for a transcript."""
+    d: dict[str, Any] = {
+        "task": t.task,
+        "language": language_name(t.language),
+        "duration": _r(t.duration_s),
+        "text": t.text,
+    }
+    if segments:
+        d["segments"] = [segment_dict(s, words=words) for s in t.segments]
+    if words:
+        d["words"] = [word_dict(w) for w in t.words]
+    d["voxserve"] = voxserve_block(t)
+    return d
+
+
+def _timestamp(seconds: float, sep: str) -> str:
+    ms = max(0, int(round(seconds * 1000)))
+    h, rem = divmod(ms, 3_600_000)
+    m, rem = divmod(rem, 60_000)
+    s, ms = divmod(rem, 1000)
+    return f"{h:02d}:{m:02d}:{s:02d}{sep}{ms:03d}"
+
+
+def _caption(s: Segment) -> str:
+    return f"[{s.speaker}] {s.text}" if s.speaker else s.text
+
+
+def to_srt(t: Transcript) -> str:
+    """SubRip subtitles, one cue per segment."""
+    cues = []
+    for i, s in enumerate(t.segments, start=1):
+        cues.append(f"{i}\n{_timestamp(s.start_s, ',')} --> {_timestamp(max(s.end_s, s.start_s + 0.001), ',')}\n{_caption(s)}\n")
+    return "\n".join(cues)
+
+
+def to_vtt(t: Transcript) -> str:
+    """WebVTT subtitles, one cue per segment (speaker as a voice tag when known)."""
+    cues = ["WEBVTT\n"]
+    for s in t.segments:
+        text = f"<v {s.speaker}>{s.text}" if s.speaker else s.text
+        cues.append(f"{_timestamp(s.start_s, '.')} --> {_timestamp(max(s.end_s, s.start_s + 0.001), '.')}\n{text}\n")
+    return "\n".join(cues)
+
+
+_WRITERS: dict[str, Callable[[Transcript], str]] = {
+    "txt": lambda t: t.text + "\n",
+    "text": lambda t: t.text + "\n",
+    "json": lambda t: json.dumps({"text": t.text}, ensure_ascii=False) + "\n",
+    "verbose_json": lambda t: json.dumps(to_verbose_json(t), ensure_ascii=False, indent=2) + "\n",
+    "srt": to_srt,
+    "vtt": to_vtt,
+}
+
+
+def render(t: Transcript, fmt: str) -> str:
+    """The transcript in one of :data:`FORMATS`."""
+    writer = _WRITERS.get(fmt)
+    if writer is None:
+        raise InvalidInput(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", param="response_format")
+    return writer(t)
+
+
+def extension(fmt: str) -> str:
+    """The file extension for a format."""
+    return {"text": "txt", "verbose_json": "json"}.get(fmt, fmt)
