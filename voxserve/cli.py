@@ -143,12 +143,44 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _add_serve(sub: Any) -> None:
+    p = sub.add_parser("serve", help="run the HTTP/WebSocket server (OpenAI-compatible)")
+    p.add_argument("--host", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 8000)")
+    p.add_argument("--api-key", action="append", dest="api_keys", help="accepted bearer token (repeatable)")
+    p.add_argument("--data-dir", help="folder for the job database and uploads")
+    _engine_args(p)
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the server until interrupted."""
+    import uvicorn
+
+    from voxserve.config import load_settings
+    from voxserve.server.app import create_app
+
+    asr = {
+        "model": args.model, "max_batch_size": args.batch_size, "workers": args.workers,
+        "threads_per_worker": args.threads, "beam_size": args.beam_size, "device": args.device,
+        "compute_type": args.compute_type,
+    }
+    server = {"host": args.host, "port": args.port, "data_dir": args.data_dir,
+              "api_keys": tuple(args.api_keys) if args.api_keys else None}
+    settings = load_settings(args.config, asr=asr, server=server, guard={"enabled": False} if args.no_guard else {})
+    logging.getLogger("voxserve").setLevel(logging.INFO)
+    uvicorn.run(create_app(settings), host=settings.server.host, port=settings.server.port,
+                log_level="info", ws="websockets-sansio", timeout_graceful_shutdown=10)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="voxserve", description="Self-hosted speech inference.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_transcribe(sub)
+    _add_serve(sub)
     from voxserve.bench.cli import add_bench_commands
     from voxserve.eval.cli import add_eval_commands
 

@@ -60,11 +60,31 @@ class ChunkSettings(_Frozen):
     """Long-file chunking."""
 
     max_chunk_s: float = Field(29.0, gt=1.0, le=30.0)
+    fit_below_s: float = Field(
+        20.0, ge=0.0, le=30.0, description="Chunks shorter than this use a fitted encoder window (0 = always 30 s)."
+    )
     vad_threshold: float = Field(
         0.3, gt=0.0, lt=1.0, description="Offline favours recall: Whisper and the guard reject non-speech."
     )
     min_silence_ms: int = Field(300, ge=0)
     speech_pad_ms: int = Field(200, ge=0)
+
+
+class ServerConfig(_Frozen):
+    """HTTP/WebSocket server settings."""
+
+    host: str = Field("127.0.0.1", description="Bind address; binding a public one without api_keys logs a warning.")
+    port: int = Field(8000, ge=0, le=65535)
+    api_keys: tuple[str, ...] = Field((), description="Accepted bearer tokens; empty = no authentication.")
+    max_upload_mb: float = Field(200.0, gt=0, description="Largest accepted request body.")
+    max_audio_s: float = Field(4 * 3600.0, gt=0, description="Longest accepted audio.")
+    max_sync_audio_s: float = Field(3600.0, gt=0, description="Longest audio for a synchronous request; use jobs beyond.")
+    max_concurrent_per_key: int = Field(8, ge=1, description="Concurrent requests per API key (or client address).")
+    max_inflight: int = Field(64, ge=1, description="Transcriptions in progress before new ones get 503.")
+    data_dir: str = Field("", description="Folder for the job database and uploads (default: ~/.local/share/voxserve).")
+    job_workers: int = Field(2, ge=1, description="Jobs transcribed at the same time.")
+    cors_origins: tuple[str, ...] = Field((), description="Origins allowed by CORS; empty = CORS off.")
+    warmup: bool = Field(True, description="Run the default model once at start so the first request is fast.")
 
 
 class Settings(BaseSettings):
@@ -75,6 +95,7 @@ class Settings(BaseSettings):
     asr: AsrConfig = Field(default_factory=AsrConfig)
     guard: GuardSettings = Field(default_factory=GuardSettings)
     chunking: ChunkSettings = Field(default_factory=ChunkSettings)
+    server: ServerConfig = Field(default_factory=ServerConfig)
 
 
 def load_settings(path: str | Path | None = None, **overrides: dict[str, Any]) -> Settings:

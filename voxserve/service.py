@@ -16,7 +16,7 @@ from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import AsrService, ModelPool
 from voxserve.pipelines.chunking import ChunkParams
 from voxserve.pipelines.guard import GuardConfig
-from voxserve.pipelines.long_asr import LongAsrOptions, LongFileTranscriber, ProgressHook
+from voxserve.pipelines.long_asr import LongAsrOptions, LongFileTranscriber, ProgressHook, TextHook
 from voxserve.streaming.vad import VadParams
 from voxserve.types import Priority, Task, Transcript
 
@@ -64,6 +64,7 @@ class Voxserve:
             rechunk=g.rechunk,
             best_of=s.asr.best_of,
             max_duration_s=max_duration_s,
+            fit_below_s=c.fit_below_s,
         )
 
     async def transcribe_file(
@@ -73,11 +74,12 @@ class Voxserve:
         *,
         model: str | None = None,
         progress: ProgressHook | None = None,
+        on_text: TextHook | None = None,
         priority: Priority = Priority.OFFLINE,
     ) -> Transcript:
-        """Transcribe a file of any length."""
+        """Transcribe a file of any length (``on_text`` receives each chunk's text in order, for streaming)."""
         transcriber = LongFileTranscriber(self.asr(model), self.executor, load_vad, priority)
-        return await transcriber.run(source, options, progress)
+        return await transcriber.run(source, options, progress, on_text)
 
     def close(self) -> None:
         """Stop batchers and helper threads."""

@@ -473,7 +473,8 @@ def probe(source: AudioSource) -> AudioInfo:
     """Read a file's audio stream parameters from its header without decoding the stream.
 
     Args:
-        source: a path, the file's bytes, or a binary file object (read from its current position).
+        source: a path, the file's bytes, or a binary file object (read from its current position, which
+            is restored afterwards when the object is seekable).
 
     Returns:
         The stream's :class:`AudioInfo`.
@@ -482,13 +483,26 @@ def probe(source: AudioSource) -> AudioInfo:
         InvalidInput: the source is empty (``empty_file``), not audio (``invalid_audio``), unreadable
             (``corrupt_audio``) or has no audio stream (``no_audio_stream``).
     """
-    with _open_source(source) as src, _open_container(src) as container:
-        stream = _audio_stream(container)
-        ctx = stream.codec_context
-        return AudioInfo(
-            duration_s=_stream_duration_s(container, stream),
-            sample_rate=int(ctx.sample_rate),
-            channels=int(ctx.channels),
-            codec=stream.codec.canonical_name,
-            container=container.format.name,
-        )
+    start = _position(source)
+    try:
+        with _open_source(source) as src, _open_container(src) as container:
+            stream = _audio_stream(container)
+            ctx = stream.codec_context
+            return AudioInfo(
+                duration_s=_stream_duration_s(container, stream),
+                sample_rate=int(ctx.sample_rate),
+                channels=int(ctx.channels),
+                codec=stream.codec.canonical_name,
+                container=container.format.name,
+            )
+    finally:
+        if start is not None:
+            source.seek(start)  # type: ignore[union-attr]
+
+
+def _position(source: AudioSource) -> int | None:
+    """The read position of a seekable file object (probing restores it, so decoding can follow)."""
+    seekable = getattr(source, "seekable", None)
+    if callable(seekable) and seekable():
+        return int(source.tell())  # type: ignore[union-attr]
+    return None

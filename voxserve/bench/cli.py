@@ -27,6 +27,14 @@ def add_bench_commands(sub: Any, engine_args: Callable[[argparse.ArgumentParser]
     engine_args(p)
     p.set_defaults(func=lambda a: cmd_longform(a, settings(a)))
 
+    srv = bench_sub.add_parser("server", help="concurrent HTTP clients vs faster-whisper per request")
+    srv.add_argument("files", nargs="*", metavar="FILE", help="audio files (default: the corpus asr/ clips)")
+    srv.add_argument("--clients", default="1,8", help="comma-separated client counts")
+    srv.add_argument("--requests", type=int, default=8, help="requests per client")
+    srv.add_argument("--json", help="write the report here")
+    engine_args(srv)
+    srv.set_defaults(func=lambda a: cmd_server(a, settings(a)))
+
     m = bench_sub.add_parser("make-long", help="join corpus clips with silences into a long test file")
     m.add_argument("--corpus", help="corpus folder (default: ../shared/corpus)")
     m.add_argument("--out", required=True)
@@ -73,4 +81,32 @@ def cmd_make_long(args: argparse.Namespace) -> int:
         raise InvalidInput("no corpus folder: pass --corpus DIR")
     out = make_long_recording(corpus, Path(args.out), args.minutes, args.seed)
     print(out)
+    return 0
+
+
+def cmd_server(args: argparse.Namespace, settings: Any) -> int:
+    """Run the server benchmark and print its table."""
+    import tempfile
+
+    from voxserve.bench.server import ServerBenchConfig, format_server, run_server_bench
+    from voxserve.eval.corpus import default_corpus, find_items
+
+    files = [Path(f) for f in args.files]
+    if not files:
+        corpus = default_corpus()
+        if corpus is None:
+            raise InvalidInput("no files given and no corpus folder found")
+        files = [i.audio for i in find_items(corpus, ("asr",))]
+    with tempfile.TemporaryDirectory() as data_dir:
+        run_settings = settings.model_copy(
+            update={"server": settings.server.model_copy(update={"data_dir": data_dir, "api_keys": ()})}
+        )
+        config = ServerBenchConfig(
+            files=tuple(files), clients=tuple(int(c) for c in args.clients.split(",")),
+            requests_per_client=args.requests, beam_size=settings.asr.beam_size,
+        )
+        report = run_server_bench(run_settings, config, log=lambda s: print(s, file=sys.stderr))
+    print(format_server(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
     return 0

@@ -29,7 +29,9 @@ class GuardConfig:
         max_words_per_minute: fail when the text has more words than this rate allows (+ ``word_slack``).
         min_words_per_minute: fail when a chunk with at least ``min_speech_s_for_rate`` of speech has fewer.
         max_repeats: fail when a single word repeats this many times in a row; a two-word phrase may
-            repeat one time fewer, and longer phrases (up to ``max_ngram`` words) two fewer.
+            repeat one time fewer, three- and four-word phrases two fewer; a phrase of
+            ``long_phrase`` words or more (up to ``max_ngram``) may not repeat at all (people rarely say
+            the same long phrase twice in a row; a looping decoder does).
     """
 
     max_compression_ratio: float = 2.4
@@ -40,6 +42,7 @@ class GuardConfig:
     min_speech_s_for_rate: float = 8.0
     word_slack: int = 4
     max_repeats: int = 5
+    long_phrase: int = 5
     max_ngram: int = 10
     enabled: bool = True
 
@@ -86,7 +89,8 @@ def repeat_runs(words: list[str], max_ngram: int) -> dict[int, int]:
 def is_repetitive(words: list[str], config: GuardConfig) -> bool:
     """Whether some n-gram repeats in a row at least as often as the config allows."""
     for n, run in repeat_runs(words, config.max_ngram).items():
-        if run >= max(2, config.max_repeats - min(n - 1, 2)):
+        allowed = 1 if n >= config.long_phrase else max(1, config.max_repeats - min(n - 1, 2) - 1)
+        if run > allowed:
             return True
     return False
 

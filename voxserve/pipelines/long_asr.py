@@ -31,6 +31,8 @@ from voxserve.types import SAMPLE_RATE, ChunkReport, Priority, Transcript, Trans
 log = logging.getLogger(__name__)
 ProgressHook = Callable[[float, float], None]
 """Called with (audio seconds done, audio seconds in total)."""
+TextHook = Callable[[str], None]
+"""Called with each chunk's accepted text, in file order, as soon as every earlier chunk is done."""
 _QUEUE_CHUNKS = 32
 _BLOCK_SAMPLES = 30 * SAMPLE_RATE
 _MIN_RECHUNK_SAMPLES = 2 * SAMPLE_RATE
@@ -38,7 +40,11 @@ _MIN_RECHUNK_SAMPLES = 2 * SAMPLE_RATE
 
 @dataclass(frozen=True)
 class LongAsrOptions:
-    """Options of one long-file transcription."""
+    """Options of one long-file transcription.
+
+    ``fit_below_s``: chunks shorter than this are encoded in a fitted window (see
+    :class:`~voxserve.backends.base.DecodeOptions`) instead of a padded 30 s one.
+    """
 
     decode: DecodeOptions = DecodeOptions()
     chunking: ChunkParams = ChunkParams()
@@ -47,6 +53,7 @@ class LongAsrOptions:
     rechunk: bool = True
     best_of: int = 3
     max_duration_s: float | None = None
+    fit_below_s: float = 20.0
 
 
 @dataclass
@@ -63,15 +70,20 @@ class _Outcome:
 class _Progress:
     hook: ProgressHook | None
     total_s: float
-    done: dict[int, int] = field(default_factory=dict)
+    on_text: TextHook | None = None
+    done: dict[int, tuple[int, str]] = field(default_factory=dict)
     frontier: int = 0
 
-    def chunk_done(self, plan: ChunkPlan) -> None:
-        self.done[plan.index] = plan.file_end
+    def chunk_done(self, plan: ChunkPlan, text: str) -> None:
+        self.done[plan.index] = (plan.file_end, text)
+        advanced = False
         while self.frontier in self.done:
+            if self.on_text is not None and self.done[self.frontier][1]:
+                self.on_text(self.done[self.frontier][1])
             self.frontier += 1
-        if self.hook is not None and self.frontier:
-            self.hook(min(self.total_s, self.done[self.frontier - 1] / SAMPLE_RATE), self.total_s)
+            advanced = True
+        if self.hook is not None and advanced:
+            self.hook(min(self.total_s, self.done[self.frontier - 1][0] / SAMPLE_RATE), self.total_s)
 
     def finish(self, total_samples: int) -> None:
         if self.hook is not None:
@@ -94,7 +106,13 @@ class LongFileTranscriber:
         self.vad_factory = vad_factory
         self.priority = priority
 
-    async def run(self, source: Any, options: LongAsrOptions = LongAsrOptions(), progress: ProgressHook | None = None) -> Transcript:
+    async def run(
+        self,
+        source: Any,
+        options: LongAsrOptions = LongAsrOptions(),
+        progress: ProgressHook | None = None,
+        on_text: TextHook | None = None,
+    ) -> Transcript:
         """Transcribe ``source`` (path, bytes or binary file object)."""
         started = time.monotonic()
         self.asr.check_options(options.decode)
@@ -109,7 +127,8 @@ class LongFileTranscriber:
         stop = threading.Event()
         producer = asyncio.ensure_future(self.executor.run(self._produce, source, options, queue, asyncio.get_running_loop(), stop))
         try:
-            outcomes, n_samples = await self._consume(queue, options, _Progress(progress, info.duration_s or 0.0))
+            tracker = _Progress(progress, info.duration_s or 0.0, on_text)
+            outcomes, n_samples = await self._consume(queue, options, tracker)
         finally:
             stop.set()
             await asyncio.gather(producer, return_exceptions=True)
@@ -227,7 +246,7 @@ class LongFileTranscriber:
         self, plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions, options: LongAsrOptions, progress: _Progress
     ) -> _Outcome:
         outcome = await self._recognize(plan, audio, decode, options, allow_rechunk=options.rechunk)
-        progress.chunk_done(plan)
+        progress.chunk_done(plan, " ".join(t.text for t in outcome.texts if t.text).strip())
         return outcome
 
     async def _recognize(
@@ -240,6 +259,7 @@ class LongFileTranscriber:
         for temperature in temperatures:
             opts = replace(
                 decode,
+                window="fit" if len(audio) < options.fit_below_s * SAMPLE_RATE else "full",
                 temperature=temperature,
                 best_of=options.best_of if temperature > 0 else 1,
                 max_new_tokens=decode.max_new_tokens or _token_cap(len(audio)),

@@ -181,13 +181,13 @@ class CTranslate2Whisper:
         groups: dict[tuple[Any, ...], list[int]] = defaultdict(list)
         for i, req in enumerate(requests):
             o = req.options
-            frames = _window_frames(len(req.audio), o.window)
+            frames = _window_frames(len(req.audio), o.window, o.fit_step_s)
             key = (frames, o.temperature, o.beam_size if o.temperature == 0 else o.best_of, o.max_new_tokens)
             groups[key].append(i)
         return groups
 
-    def _mel(self, audio: Float32Array, window: str) -> np.ndarray:
-        frames = _window_frames(len(audio), window)
+    def _mel(self, audio: Float32Array, window: str, step_s: float = 5.0) -> np.ndarray:
+        frames = _window_frames(len(audio), window, step_s)
         padded = np.zeros(frames * HOP, dtype=np.float32)
         usable = audio[: frames * HOP]
         padded[: len(usable)] = usable
@@ -211,8 +211,7 @@ class CTranslate2Whisper:
         return out
 
     def _run_group(self, group: list[AsrRequest]) -> list[AsrResult]:
-        mode = group[0].options.window
-        mels = [self._mel(r.audio, mode) for r in group]
+        mels = [self._mel(r.audio, r.options.window, r.options.fit_step_s) for r in group]
         encoded = self._encode(mels)
         languages = self._languages(group, encoded)
         prompts = [self._prompt(r.options, lang) for r, (lang, _) in zip(group, languages)]
@@ -318,12 +317,17 @@ class CTranslate2Whisper:
         return self._ct2.StorageView.from_array(np.ascontiguousarray(np.asarray(encoded)[indices]))
 
 
-def _window_frames(n_samples: int, window: str) -> int:
+FIT_PAD_S = 1.0
+"""A fitted window is at least this much longer than its audio (Whisper needs some trailing context)."""
+
+
+def _window_frames(n_samples: int, window: str, step_s: float) -> int:
+    """Encoder frames for a request: 30 s, or the audio + 1 s rounded up to ``step_s`` (equal windows batch)."""
     full = WINDOW_S * SAMPLE_RATE // HOP
     if window == "full":
         return full
-    seconds = math.ceil(n_samples / SAMPLE_RATE) + 1
-    return min(full, seconds * SAMPLE_RATE // HOP)
+    seconds = math.ceil((n_samples / SAMPLE_RATE + FIT_PAD_S) / step_s) * step_s
+    return min(full, int(seconds * SAMPLE_RATE) // HOP)
 
 
 def _feature_extractor(n_mels: int) -> Any:

@@ -1,0 +1,108 @@
+"""The official ``openai`` client against a real voxserve server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+import srt
+import webvtt
+
+from voxserve.eval.normalize import normalize_english
+from voxserve.eval.wer import score_wer
+
+pytestmark = pytest.mark.slow
+
+
+def test_json_text_matches_the_cli(client: Any, data_dir: Path) -> None:
+    with open(data_dir / "fw_jfk.flac", "rb") as f:
+        r = client.audio.transcriptions.create(model="whisper-1", file=f)
+    cli = subprocess.run([sys.executable, "-m", "voxserve.cli", "transcribe", str(data_dir / "fw_jfk.flac"), "--quiet"],
+                         capture_output=True, text=True, timeout=120)
+    assert r.text == cli.stdout.strip()
+    assert normalize_english(r.text) == normalize_english((data_dir / "fw_jfk.txt").read_text())
+
+
+@pytest.mark.parametrize("fmt", ["text", "srt", "vtt"])
+def test_text_formats(client: Any, data_dir: Path, fmt: str) -> None:
+    with open(data_dir / "mfa_ls_61-70968-0000.flac", "rb") as f:
+        out = client.audio.transcriptions.create(model="whisper-base", file=f, response_format=fmt)
+    assert isinstance(out, str)
+    if fmt == "srt":
+        text = " ".join(c.content for c in srt.parse(out))
+    elif fmt == "vtt":
+        text = " ".join(c.text for c in webvtt.from_string(out).captions)
+    else:
+        text = out
+    assert score_wer((data_dir / "mfa_ls_61-70968-0000.txt").read_text(), text).wer <= 0.1
+
+
+def test_verbose_json_with_word_and_segment_timestamps(client: Any, data_dir: Path) -> None:
+    with open(data_dir / "fw_jfk.flac", "rb") as f:
+        r = client.audio.transcriptions.create(
+            model="whisper-base", file=f, response_format="verbose_json",
+            timestamp_granularities=["word", "segment"], language="en",
+        )
+    assert r.language == "english" and abs(r.duration - 11.0) < 0.05
+    assert r.words and r.segments
+    americans = next(w for w in r.words if w.word.startswith("Americans"))
+    assert americans.start <= 1.8 <= americans.end
+    assert [w.start for w in r.words] == sorted(w.start for w in r.words)
+    assert r.segments[0].avg_logprob < 0 and r.segments[0].tokens
+
+
+def test_word_granularity_only(client: Any, data_dir: Path) -> None:
+    with open(data_dir / "fw_jfk.flac", "rb") as f:
+        r = client.audio.transcriptions.create(model="whisper-base", file=f, response_format="verbose_json",
+                                               timestamp_granularities=["word"])
+    assert r.words and not r.segments
+
+
+def test_translation_to_english(client: Any, data_dir: Path) -> None:
+    with open(data_dir / "de__pv_test_de.wav", "rb") as f:
+        r = client.audio.translations.create(model="whisper-1", file=f)
+    words = set(normalize_english(r.text).split())
+    assert words & {"the", "was", "used", "room", "as"} and "wurde" not in words
+
+
+def test_streaming_events(client: Any, data_dir: Path) -> None:
+    with open(data_dir / "fw_jfk.flac", "rb") as f:
+        events = list(client.audio.transcriptions.create(model="whisper-1", file=f, stream=True))
+    types = [e.type for e in events]
+    assert types[-1] == "transcript.text.done" and "transcript.text.delta" in types
+    assert all(t == "transcript.text.delta" for t in types[:-1])
+    assert "".join(e.delta for e in events[:-1]).strip() == events[-1].text
+    assert events[-1].text.startswith("And so my fellow Americans")
+
+
+def test_eight_concurrent_requests_share_batches(client: Any, live: Any, data_dir: Path) -> None:
+    files = ["fw_jfk.flac", "mfa_ls_61-70968-0000.flac", "es__pv_test_es.wav", "de__pv_test_de.wav"] * 2
+    before_batches = live.metric("voxserve_batch_size_count")
+    before_items = live.metric("voxserve_batch_size_sum")
+
+    def one(name: str) -> str:
+        with open(data_dir / name, "rb") as f:
+            return str(client.audio.transcriptions.create(model="whisper-base", file=f).text)
+
+    with ThreadPoolExecutor(8) as pool:
+        texts = list(pool.map(one, files))
+    assert texts[0] == texts[4] and texts[1] == texts[5]
+    assert normalize_english(texts[0]) == normalize_english((data_dir / "fw_jfk.txt").read_text())
+    assert "arenas" in texts[2] and ("Portal" in texts[3] or "portal" in texts[3])
+    batches = live.metric("voxserve_batch_size_count") - before_batches
+    items = live.metric("voxserve_batch_size_sum") - before_items
+    assert items >= 8 and batches < items  # some batch held more than one request's chunk
+
+
+def test_models_endpoints(client: Any) -> None:
+    ids = [m.id for m in client.models.list()]
+    assert {"whisper-base", "whisper-tiny.en", "whisper-1"} <= set(ids)
+    assert client.models.retrieve("whisper-tiny.en").id == "whisper-tiny.en"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("whisper-large-v9")

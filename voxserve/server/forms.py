@@ -1,0 +1,131 @@
+"""OpenAI's multipart transcription form -> validated request fields (422 for malformed values)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.datastructures import FormData, UploadFile
+from starlette.requests import Request
+
+from voxserve.languages import language_code
+from voxserve.server.errors import HttpError
+from voxserve.types import Task
+
+RESPONSE_FORMATS = ("json", "text", "srt", "verbose_json", "vtt")
+GRANULARITIES = ("word", "segment")
+MODEL_ALIASES = {"whisper-1": None}
+"""OpenAI model names accepted as the server's default model (``None``)."""
+
+
+@dataclass(frozen=True)
+class TranscriptionForm:
+    """A parsed transcription or translation request."""
+
+    upload: UploadFile
+    model: str | None
+    model_name: str
+    language: str | None
+    prompt: str | None
+    response_format: str
+    temperature: float
+    granularities: tuple[str, ...]
+    stream: bool
+    task: Task
+
+
+def _invalid(param: str, message: str) -> HttpError:
+    return HttpError(422, message, code="invalid_value", param=param)
+
+
+def _text(form: FormData, name: str) -> str | None:
+    value = form.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _invalid(name, f"'{name}' must be a text field, not a file")
+    return value.strip() or None
+
+
+def _float(form: FormData, name: str, default: float, lo: float, hi: float) -> float:
+    raw = _text(form, name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _invalid(name, f"'{name}' must be a number, not {raw[:40]!r}") from None
+    if not lo <= value <= hi:
+        raise _invalid(name, f"'{name}' must be between {lo:g} and {hi:g}")
+    return value
+
+
+def _bool(form: FormData, name: str) -> bool:
+    raw = (_text(form, name) or "false").lower()
+    if raw not in ("true", "false", "1", "0"):
+        raise _invalid(name, f"'{name}' must be true or false")
+    return raw in ("true", "1")
+
+
+def _granularities(form: FormData) -> tuple[str, ...]:
+    values = [v for key in ("timestamp_granularities[]", "timestamp_granularities") for v in form.getlist(key)]
+    out = []
+    for v in values:
+        if not isinstance(v, str) or v not in GRANULARITIES:
+            raise _invalid("timestamp_granularities", "timestamp_granularities must be 'word' and/or 'segment'")
+        out.append(v)
+    return tuple(dict.fromkeys(out))
+
+
+async def read_form(request: Request, task: Task, formats: tuple[str, ...] = RESPONSE_FORMATS) -> TranscriptionForm:
+    """Parse and validate the form (the file is spooled to disk by the parser, not held in memory)."""
+    try:
+        form = await request.form(max_files=1, max_fields=64)
+    except HttpError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any parser failure is the client's malformed body
+        raise HttpError(400, f"could not parse the multipart form: {exc}", code="invalid_form") from None
+    upload = form.get("file")
+    if upload is None:
+        raise HttpError(400, "the 'file' field is required", code="missing_file", param="file")
+    if not isinstance(upload, UploadFile):
+        raise _invalid("file", "'file' must be a file upload")
+    model_name = _text(form, "model") or "whisper-1"
+    response_format = _text(form, "response_format") or "json"
+    if response_format not in formats:
+        raise _invalid("response_format", f"response_format must be one of {', '.join(formats)}")
+    language = _language(_text(form, "language")) if task == "transcribe" else None
+    return TranscriptionForm(
+        upload=upload,
+        model=MODEL_ALIASES.get(model_name, model_name),
+        model_name=model_name,
+        language=language,
+        prompt=_text(form, "prompt"),
+        response_format=response_format,
+        temperature=_float(form, "temperature", 0.0, 0.0, 1.0),
+        granularities=_granularities(form),
+        stream=_bool(form, "stream"),
+        task=task,
+    )
+
+
+def _language(value: str | None) -> str | None:
+    if value is None:
+        return None
+    code = language_code(value)
+    if code is None:
+        raise HttpError(400, f"unsupported language {value!r}", code="unsupported_language", param="language")
+    return code
+
+
+def job_params(form: TranscriptionForm) -> dict[str, Any]:
+    """The form's options as stored with a job."""
+    return {
+        "model": form.model_name,
+        "language": form.language,
+        "prompt": form.prompt,
+        "response_format": form.response_format,
+        "temperature": form.temperature,
+        "timestamp_granularities": list(form.granularities),
+        "task": form.task,
+    }

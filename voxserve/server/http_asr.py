@@ -1,0 +1,138 @@
+"""OpenAI-compatible ``/v1/audio/transcriptions`` and ``/v1/audio/translations`` (plain and SSE)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import ExitStack
+from typing import Any, AsyncIterator
+
+from fastapi import APIRouter
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+
+from voxserve.errors import InvalidInput
+from voxserve.formats import render, to_verbose_json
+from voxserve.server.context import ServerContext, context
+from voxserve.server.errors import HttpError, error_response
+from voxserve.server.forms import TranscriptionForm, read_form
+from voxserve.types import Transcript
+
+router = APIRouter()
+_TEXT_TYPES = {"text": "text/plain", "srt": "application/x-subrip", "vtt": "text/vtt"}
+
+
+@router.post("/v1/audio/transcriptions")
+async def transcriptions(request: Request) -> Response:
+    """Transcribe an uploaded file (OpenAI's multipart fields)."""
+    return await _handle(request, "transcribe")
+
+
+@router.post("/v1/audio/translations")
+async def translations(request: Request) -> Response:
+    """Translate an uploaded file's speech to English text."""
+    return await _handle(request, "translate")
+
+
+async def _handle(request: Request, task: str) -> Response:
+    ctx = context(request)
+    hold = ExitStack()
+    try:
+        require_ready(ctx)
+        hold.enter_context(ctx.limiter.hold(ctx.client(request)))
+        form = await read_form(request, task)  # type: ignore[arg-type]
+        if form.stream:
+            return _stream(ctx, form, hold.pop_all())
+        transcript = await _transcribe(ctx, form)
+        return respond(transcript, form.response_format, form.granularities)
+    except Exception as exc:  # noqa: BLE001 - mapped to the documented error
+        ctx.metrics.errors.labels(type(exc).__name__).inc()
+        return error_response(exc)
+    finally:
+        hold.close()
+
+
+def options_for(ctx: ServerContext, form: TranscriptionForm, max_audio_s: float) -> Any:
+    """Pipeline options for a request (word timing only when the answer needs times)."""
+    return ctx.vox.long_options(
+        language=form.language,
+        task=form.task,
+        prompt=form.prompt,
+        temperature=form.temperature,
+        word_timestamps=form.response_format in ("srt", "vtt", "verbose_json"),
+        max_duration_s=max_audio_s,
+    )
+
+
+async def _transcribe(ctx: ServerContext, form: TranscriptionForm, on_text: Any = None) -> Transcript:
+    options = options_for(ctx, form, ctx.settings.server.max_sync_audio_s)
+    ctx.metrics.inflight.inc()
+    try:
+        transcript = await ctx.vox.transcribe_file(form.upload.file, options, model=form.model, on_text=on_text)
+    finally:
+        ctx.metrics.inflight.dec()
+        await form.upload.close()
+    ctx.metrics.on_transcript(transcript, form.model_name, form.task)
+    return transcript
+
+
+def respond(t: Transcript, fmt: str, granularities: tuple[str, ...]) -> Response:
+    """The transcript in the requested OpenAI response format."""
+    if fmt in _TEXT_TYPES:
+        return PlainTextResponse(render(t, fmt), media_type=_TEXT_TYPES[fmt])
+    if fmt == "verbose_json":
+        segments = not granularities or "segment" in granularities
+        return JSONResponse(to_verbose_json(t, words="word" in granularities, segments=segments))
+    if fmt == "json":
+        return JSONResponse({"text": t.text})
+    raise InvalidInput(f"unknown response_format {fmt!r}", param="response_format")
+
+
+def _stream(ctx: ServerContext, form: TranscriptionForm, hold: ExitStack) -> StreamingResponse:
+    """Server-sent events as OpenAI sends them: ``transcript.text.delta`` per piece, then ``.done``.
+
+    ``hold`` (the client's concurrency slot) is released when the stream ends or the client goes away.
+    """
+    return StreamingResponse(_events(ctx, form, hold), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+                             background=BackgroundTask(hold.close))
+
+
+async def _events(ctx: ServerContext, form: TranscriptionForm, hold: ExitStack) -> AsyncIterator[bytes]:
+    deltas: asyncio.Queue[str] = asyncio.Queue()
+    first = True
+
+    def on_text(text: str) -> None:
+        nonlocal first
+        deltas.put_nowait(text if first else " " + text)
+        first = False
+
+    task = asyncio.ensure_future(_transcribe(ctx, form, on_text))
+    try:
+        while not task.done() or not deltas.empty():
+            getter = asyncio.ensure_future(deltas.get())
+            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                yield _sse({"type": "transcript.text.delta", "delta": getter.result()})
+            else:
+                getter.cancel()
+        transcript = task.result()
+        yield _sse({"type": "transcript.text.done", "text": transcript.text})
+    except Exception as exc:  # noqa: BLE001 - reported in-band: the status line is already sent
+        err = error_response(exc)
+        yield _sse({"type": "error", "error": json.loads(bytes(err.body))["error"]})
+    finally:
+        if not task.done():
+            task.cancel()
+        hold.close()
+
+
+def _sse(payload: dict[str, Any]) -> bytes:
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
+
+
+def require_ready(ctx: ServerContext) -> None:
+    """Refuse work until the models are loaded."""
+    if not ctx.ready:
+        raise HttpError(503, "models are still loading", type="server_error", code="not_ready", retry_after_s=5)

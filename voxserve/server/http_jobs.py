@@ -1,0 +1,151 @@
+"""Asynchronous jobs for long files: ``/v1/jobs`` (create, list), ``/v1/jobs/{id}`` (status, cancel),
+``/v1/jobs/{id}/result?format=...``."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from voxserve.audio import probe
+from voxserve.formats import transcript_from_dict
+from voxserve.jobs import Job, JobStatus, validate_job_id
+from voxserve.server.context import ServerContext, context
+from voxserve.server.errors import HttpError, error_response
+from voxserve.server.forms import TranscriptionForm, job_params, read_form
+from voxserve.server.http_asr import options_for, require_ready, respond
+
+router = APIRouter()
+
+
+@router.post("/v1/jobs")
+async def create_job(request: Request) -> Response:
+    """Queue a transcription (or, with ``task=translate``, a translation) of an uploaded file."""
+    ctx = context(request)
+    try:
+        require_ready(ctx)
+        with ctx.limiter.hold(ctx.client(request)):
+            form = await read_form(request, "transcribe")
+            task = (await request.form()).get("task", "transcribe")
+            if task not in ("transcribe", "translate"):
+                raise HttpError(422, "task must be 'transcribe' or 'translate'", param="task", code="invalid_value")
+            job = await _store_upload(ctx, form, str(task))
+        assert ctx.jobs is not None
+        ctx.jobs.submit(job)
+        return JSONResponse(job.public(), status_code=202)
+    except Exception as exc:  # noqa: BLE001
+        return error_response(exc)
+
+
+async def _store_upload(ctx: ServerContext, form: TranscriptionForm, task: str) -> Job:
+    assert ctx.store is not None
+    uploads = ctx.data_dir / "uploads"
+    uploads.mkdir(parents=True, exist_ok=True)
+    info = await ctx.vox.executor.run(probe, form.upload.file)  # refuse non-audio before queueing
+    limit = ctx.settings.server.max_audio_s
+    if info.duration_s and info.duration_s > limit:
+        raise HttpError(413, f"audio is {info.duration_s:.0f} s long; the limit is {limit:.0f} s",
+                        code="audio_too_long", param="file")
+    params = {**job_params(form), "task": task}
+    job = ctx.store.create(params, input_path="", duration_s=info.duration_s or 0.0)
+    path = uploads / f"{job.id}.upload"
+    await ctx.vox.executor.run(_copy, form.upload.file, path)
+    await form.upload.close()
+    job.input_path = str(path)
+    ctx.store.save(job)
+    return job
+
+
+def _copy(src: Any, dst: Path) -> None:
+    src.seek(0)
+    with open(dst, "wb") as out:
+        shutil.copyfileobj(src, out, 1 << 20)
+
+
+def _job_or_404(ctx: ServerContext, request: Request, job_id: str) -> Job:
+    ctx.client(request)
+    assert ctx.jobs is not None
+    try:
+        job = ctx.jobs.get(validate_job_id(job_id))
+    except HttpError:
+        raise
+    except Exception:  # noqa: BLE001 - a malformed id is simply not found
+        job = None
+    if job is None:
+        raise HttpError(404, f"no job {job_id!r}", code="job_not_found", param="id")
+    return job
+
+
+@router.get("/v1/jobs")
+async def list_jobs(request: Request) -> Response:
+    """The newest jobs."""
+    ctx = context(request)
+    try:
+        ctx.client(request)
+        assert ctx.store is not None
+        return JSONResponse({"object": "list", "data": [j.public() for j in ctx.store.list()]})
+    except Exception as exc:  # noqa: BLE001
+        return error_response(exc)
+
+
+@router.get("/v1/jobs/{job_id}")
+async def get_job(request: Request, job_id: str) -> Response:
+    """Status, progress (audio seconds done) and speed so far."""
+    ctx = context(request)
+    try:
+        return JSONResponse(_job_or_404(ctx, request, job_id).public())
+    except Exception as exc:  # noqa: BLE001
+        return error_response(exc)
+
+
+@router.delete("/v1/jobs/{job_id}")
+async def cancel_job(request: Request, job_id: str) -> Response:
+    """Cancel a queued or running job (finished jobs are unchanged)."""
+    ctx = context(request)
+    try:
+        _job_or_404(ctx, request, job_id)
+        assert ctx.jobs is not None
+        job = ctx.jobs.cancel(job_id)
+        assert job is not None
+        return JSONResponse(job.public())
+    except Exception as exc:  # noqa: BLE001
+        return error_response(exc)
+
+
+@router.get("/v1/jobs/{job_id}/result")
+async def job_result(request: Request, job_id: str) -> Response:
+    """The finished job's transcript in any response format (``?format=``, default the job's own)."""
+    ctx = context(request)
+    try:
+        job = _job_or_404(ctx, request, job_id)
+        if job.status != JobStatus.SUCCEEDED or job.result is None:
+            status = 409 if not job.status.final else 410
+            raise HttpError(status, f"job {job_id} is {job.status.value}; no result", code=f"job_{job.status.value}")
+        fmt = request.query_params.get("format") or job.params.get("response_format", "json")
+        granularities = tuple(job.params.get("timestamp_granularities") or ("word", "segment"))
+        return respond(transcript_from_dict(job.result), fmt, granularities)
+    except Exception as exc:  # noqa: BLE001
+        return error_response(exc)
+
+
+async def run_job(ctx: ServerContext, job: Job, progress: Any) -> dict[str, Any]:
+    """The job runner's work: transcribe the stored upload and return verbose JSON."""
+    from voxserve.formats import to_verbose_json
+    from voxserve.server.forms import MODEL_ALIASES
+
+    p = job.params
+    model_name = p.get("model") or "whisper-1"
+    form = TranscriptionForm(
+        upload=None,  # type: ignore[arg-type]
+        model=MODEL_ALIASES.get(model_name, model_name), model_name=model_name, language=p.get("language"),
+        prompt=p.get("prompt"), response_format="verbose_json", temperature=p.get("temperature", 0.0),
+        granularities=("word", "segment"), stream=False, task=p.get("task", "transcribe"),
+    )
+    options = options_for(ctx, form, ctx.settings.server.max_audio_s)
+    transcript = await ctx.vox.transcribe_file(job.input_path, options, model=form.model, progress=progress)
+    ctx.metrics.on_transcript(transcript, model_name, "job")
+    return to_verbose_json(transcript)

@@ -1,0 +1,54 @@
+"""Prometheus metrics of one server (its own registry, so several apps can live in one process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from voxserve.types import Transcript
+
+RTFX_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
+LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10, 30, 60, 300)
+
+
+class Metrics:
+    """Counters and histograms exported on ``/metrics``; also the engine's batch observer."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("voxserve_requests", "HTTP requests by endpoint and status", ["endpoint", "status"], registry=r)
+        self.request_seconds = Histogram(
+            "voxserve_request_seconds", "Request latency by endpoint", ["endpoint"], buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.audio_seconds = Counter("voxserve_audio_seconds", "Audio seconds processed", ["model", "kind"], registry=r)
+        self.rtfx = Histogram("voxserve_rtfx", "Audio seconds per wall second of a request", ["kind"], buckets=RTFX_BUCKETS, registry=r)
+        self.queue_depth = Gauge("voxserve_queue_depth", "Items waiting in a model's batcher", ["model"], registry=r)
+        self.batch_size = Histogram(
+            "voxserve_batch_size", "Items per model batch", ["model"], buckets=(1, 2, 4, 8, 16, 32, 64), registry=r
+        )
+        self.batch_seconds = Histogram("voxserve_batch_seconds", "Model batch run time", ["model"], buckets=LATENCY_BUCKETS, registry=r)
+        self.retries = Counter("voxserve_guard_retries", "Chunks re-decoded by the hallucination guard", registry=r)
+        self.rechunks = Counter("voxserve_guard_rechunks", "Chunks cut in two by the hallucination guard", registry=r)
+        self.guard_failures = Counter("voxserve_guard_failures", "Chunks that failed every guard attempt", registry=r)
+        self.errors = Counter("voxserve_errors", "Errors by type", ["type"], registry=r)
+        self.inflight = Gauge("voxserve_inflight_requests", "Transcriptions in progress", registry=r)
+        self.jobs = Gauge("voxserve_jobs", "Jobs by status (as last seen)", ["status"], registry=r)
+
+    def on_batch(self, name: str, size: int, wait_s: float, run_s: float, queue_depth: int) -> None:
+        """BatchObserver: one model batch ran."""
+        self.batch_size.labels(name).observe(size)
+        self.batch_seconds.labels(name).observe(run_s)
+        self.queue_depth.labels(name).set(queue_depth)
+
+    def on_transcript(self, t: Transcript, model: str, kind: str) -> None:
+        """A transcription finished."""
+        self.audio_seconds.labels(model, kind).inc(t.duration_s)
+        if t.stats.wall_s > 0:
+            self.rtfx.labels(kind).observe(t.rtfx)
+        self.retries.inc(t.stats.retries)
+        self.rechunks.inc(t.stats.rechunks)
+        self.guard_failures.inc(t.stats.guard_failures)
+
+    def render(self) -> bytes:
+        """The text exposition format."""
+        return generate_latest(self.registry)

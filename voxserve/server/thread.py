@@ -1,0 +1,49 @@
+"""Run the server in a background thread on a loopback port (for benchmarks, tests and embedding)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import uvicorn
+
+from voxserve.config import Settings
+from voxserve.server.app import create_app
+
+
+class ServerThread:
+    """``with ServerThread(settings) as s: httpx.get(s.url + "/health")`` — uvicorn on 127.0.0.1, any free port."""
+
+    def __init__(self, settings: Settings, start_timeout_s: float = 180.0) -> None:
+        self.settings = settings
+        self.app = create_app(settings)
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", ws="websockets-sansio",
+                                lifespan="on")
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, name="voxserve-server", daemon=True)
+        self._timeout = start_timeout_s
+
+    def __enter__(self) -> "ServerThread":
+        self._thread.start()
+        deadline = time.monotonic() + self._timeout
+        while not self.server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                self.server.should_exit = True
+                raise RuntimeError("the server did not start (see the log)")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.should_exit = True
+        self._thread.join(60)
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        return int(self.server.servers[0].sockets[0].getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        return f"http://127.0.0.1:{self.port}"
