@@ -151,6 +151,8 @@ class MicroBatcher(Generic[T, R]):
             if remaining <= 0:
                 break
             self._cond.wait(remaining)
+        if not self._heap:  # another worker took it all while this one waited: wait again
+            return []
         # Split the queue evenly over the workers that are free now.
         share = math.ceil(len(self._heap) / max(1, self._waiting))
         count = max(1, min(self.config.max_batch_size, share, len(self._heap)))

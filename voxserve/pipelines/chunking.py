@@ -9,12 +9,13 @@ chunk time to file time.
 from __future__ import annotations
 
 import bisect
+import copy
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-from voxserve.streaming.vad import VadParams, speech_regions
+from voxserve.streaming.vad import VadEvent, VadParams, VadStateMachine, padded_regions, speech_regions
 from voxserve.types import SAMPLE_RATE
 
 
@@ -193,7 +194,9 @@ class StreamingPlanner:
     """Plans chunks while the file is still being decoded, so recognition starts before decoding ends.
 
     Feed the VAD probabilities of consecutive frames; chunks are released once later audio can no longer
-    change them (a newer chunk has started after them). Audio before :attr:`base` is no longer needed.
+    change them (a newer chunk has started after them), so the chunks equal :func:`plan_chunks` on the
+    whole file. One speech detector runs over the whole stream (restarting it after a release inside an
+    utterance would lose that utterance's short tail). Audio before :attr:`base` is no longer needed.
     """
 
     def __init__(self, params: ChunkParams) -> None:
@@ -202,10 +205,14 @@ class StreamingPlanner:
         self._released_until = 0
         self._probs: list[float] = []
         self._next_index = 0
+        self._vad = VadStateMachine(params.vad)
+        self._events: list[VadEvent] = []  # speech events that may still reach into a chunk
 
     def feed(self, probs: Sequence[float]) -> list[ChunkPlan]:
         """Add frames; return the chunks that are now final."""
-        self._probs.extend(float(p) for p in probs)
+        new = [float(p) for p in probs]
+        self._probs.extend(new)
+        self._events.extend(self._vad.update_many(new))
         buffered = len(self._probs) * self.params.vad.frame_samples
         if buffered < 2 * self.params.max_samples:
             return []
@@ -221,9 +228,11 @@ class StreamingPlanner:
         return self._release(self._plan(max(0, n_samples - self.base)))
 
     def _plan(self, n_samples: int) -> list[ChunkPlan]:
-        return plan_chunks(
-            self._probs, n_samples, self.params, self.base, self._next_index, self._released_until
-        )
+        events = self._events + copy.copy(self._vad).flush()
+        found = padded_regions(events, self.params.vad, 0, self.base + n_samples)
+        not_before = max(self._released_until, self.base)
+        regions = [(max(s, not_before), e) for s, e in found if e > not_before]
+        return pack_regions(regions, self._probs, self.base, self.params, self._next_index)
 
     def _release(self, plans: list[ChunkPlan]) -> list[ChunkPlan]:
         if plans:
@@ -237,6 +246,11 @@ class StreamingPlanner:
         drop = max(0, (sample - self.base) // frame)
         self._probs = self._probs[drop:]
         self.base += drop * frame
+        # Utterances wholly before the audio still to plan can no longer change a chunk.
+        pad = self.params.vad.ms_to_samples(self.params.vad.speech_pad_ms)
+        done = max(self.base, self._released_until)
+        while len(self._events) >= 2 and self._events[1].sample + pad <= done:
+            del self._events[:2]
 
 
 def split_in_two(plan: ChunkPlan, audio: np.ndarray, frame_samples: int = 320) -> list[tuple[ChunkPlan, np.ndarray]]:

@@ -10,8 +10,9 @@ with empty text.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from voxserve.backends.base import AsrResult
 from voxserve.types import SAMPLE_RATE
 
 NO_SPACE_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "my", "yue"})
@@ -42,7 +43,7 @@ class GuardConfig:
     min_speech_s_for_rate: float = 8.0
     word_slack: int = 4
     max_repeats: int = 5
-    long_phrase: int = 5
+    long_phrase: int = 4
     max_ngram: int = 10
     enabled: bool = True
 
@@ -86,13 +87,39 @@ def repeat_runs(words: list[str], max_ngram: int) -> dict[int, int]:
     return runs
 
 
+def _allowed_run(n: int, config: GuardConfig) -> int:
+    return 1 if n >= config.long_phrase else max(1, config.max_repeats - min(n - 1, 2) - 1)
+
+
 def is_repetitive(words: list[str], config: GuardConfig) -> bool:
-    """Whether some n-gram repeats in a row at least as often as the config allows."""
-    for n, run in repeat_runs(words, config.max_ngram).items():
-        allowed = 1 if n >= config.long_phrase else max(1, config.max_repeats - min(n - 1, 2) - 1)
-        if run > allowed:
-            return True
-    return False
+    """Whether some n-gram repeats in a row more often than the config allows."""
+    return any(run > _allowed_run(n, config) for n, run in repeat_runs(words, config.max_ngram).items())
+
+
+def collapse_repeats(words: list[str], config: GuardConfig = GuardConfig()) -> list[int]:
+    """Indices of the words to keep so that every over-repeated n-gram run keeps its first occurrence.
+
+    The last resort for a chunk whose every attempt looped: "Ask not. Ask not. Ask not." -> "Ask not.".
+    """
+    tokens = [w.lower().strip(".,!?;:\"'") for w in words]
+    keep: list[int] = []
+    i = 0
+    while i < len(tokens):
+        skip = 0
+        for n in range(1, min(config.max_ngram, (len(tokens) - i) // 2) + 1):
+            run = 1
+            while tokens[i + run * n : i + (run + 1) * n] == tokens[i : i + n] and i + (run + 1) * n <= len(tokens):
+                run += 1
+            if run > _allowed_run(n, config):
+                keep.extend(range(i, i + n))
+                skip = run * n
+                break
+        if skip:
+            i += skip
+        else:
+            keep.append(i)
+            i += 1
+    return keep
 
 
 def assess(
@@ -128,3 +155,12 @@ def _rate_reasons(text: str, speech_samples: int, language: str, config: GuardCo
     if minutes * 60.0 >= config.min_speech_s_for_rate and words < config.min_words_per_minute * minutes:
         return ["too_few_words"]
     return []
+
+
+def without_repeats(result: AsrResult) -> AsrResult:
+    """The result with over-repeated phrases collapsed to one occurrence (words too, when they line up)."""
+    words = result.text.split()
+    keep = collapse_repeats(words)
+    text = " ".join(words[i] for i in keep)
+    timed = tuple(result.words[i] for i in keep) if len(result.words) == len(words) else result.words
+    return replace(result, text=text, words=timed, tokens=tuple(t for w in timed for t in w.tokens) or result.tokens)

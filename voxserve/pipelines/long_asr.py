@@ -24,7 +24,7 @@ from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import AsrService
 from voxserve.errors import Cancelled, InvalidInput
 from voxserve.pipelines.chunking import ChunkParams, ChunkPlan, StreamingPlanner, split_in_two
-from voxserve.pipelines.guard import GuardConfig, Verdict, assess
+from voxserve.pipelines.guard import GuardConfig, Verdict, assess, without_repeats
 from voxserve.pipelines.stitching import ChunkText, stitch, transcript_text
 from voxserve.types import SAMPLE_RATE, ChunkReport, Priority, Transcript, TranscriptStats
 
@@ -147,12 +147,15 @@ class LongFileTranscriber:
         """Worker thread: decode, score frames, plan, and queue (plan, audio); last an int (total samples)."""
 
         def put(item: Any) -> None:
+            # One put per item: a put that times out is still pending, so wait on it rather than put again.
+            pending = asyncio.run_coroutine_threadsafe(queue.put(item), loop)
             while not stop.is_set():
                 try:
-                    asyncio.run_coroutine_threadsafe(queue.put(item), loop).result(timeout=0.5)
+                    pending.result(timeout=0.5)
                     return
                 except TimeoutError:
                     continue
+            pending.cancel()
 
         try:
             put(self._scan(source, options, put, stop))
@@ -176,8 +179,9 @@ class LongFileTranscriber:
                 put((plan, _cut(buffer, buffer_start, plan)))
             drop = planner.base - buffer_start
             buffer, buffer_start = buffer[drop:], planner.base
-        if len(tail):
-            planner.feed(vad.probabilities(np.pad(tail, (0, frame - len(tail)))))
+        if len(tail):  # the last, partial frame may complete the planning window and release chunks
+            for plan in planner.feed(vad.probabilities(np.pad(tail, (0, frame - len(tail))))):
+                put((plan, _cut(buffer, buffer_start, plan)))
         for plan in planner.finish(total):
             put((plan, _cut(buffer, buffer_start, plan)))
         return total
@@ -252,18 +256,8 @@ class LongFileTranscriber:
     async def _recognize(
         self, plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions, options: LongAsrOptions, *, allow_rechunk: bool
     ) -> _Outcome:
-        temperatures = [decode.temperature] + [t for t in options.temperatures if t > decode.temperature]
-        if not options.guard.enabled:
-            temperatures = temperatures[:1]
         attempts: list[tuple[AsrResult, Verdict]] = []
-        for temperature in temperatures:
-            opts = replace(
-                decode,
-                window="fit" if len(audio) < options.fit_below_s * SAMPLE_RATE else "full",
-                temperature=temperature,
-                best_of=options.best_of if temperature > 0 else 1,
-                max_new_tokens=decode.max_new_tokens or _token_cap(len(audio)),
-            )
+        for opts in _attempt_options(len(audio), decode, options):
             result = await self.asr.transcribe(AsrRequest(audio, opts), self.priority)
             verdict = assess(result.text, result.avg_logprob, result.no_speech_prob, len(audio), result.language, options.guard)
             attempts.append((result, verdict))
@@ -285,8 +279,10 @@ class LongFileTranscriber:
         plan: ChunkPlan, attempts: list[tuple[AsrResult, Verdict]], *, rechunked: bool, failed: bool = False
     ) -> _Outcome:
         result, verdict = attempts[-1]
-        if failed:  # keep the least bad attempt
+        if failed:  # keep the least bad attempt, without its loops
             result, verdict = min(attempts, key=lambda rv: (len(rv[1].reasons), -rv[0].avg_logprob))
+            if "repetition" in verdict.reasons:
+                result = without_repeats(result)
         report = ChunkReport(
             index=plan.index, start=plan.file_start, end=plan.file_end, speech_samples=plan.length,
             attempts=len(attempts), temperature=result.temperature, rechunked=rechunked,
@@ -340,6 +336,24 @@ class LongFileTranscriber:
             task=options.decode.task,
             stats=stats,
         )
+
+
+def _attempt_options(n_samples: int, decode: DecodeOptions, options: LongAsrOptions) -> list[DecodeOptions]:
+    """The decoding attempts of a chunk, in order, until one passes the guard.
+
+    A short chunk first gets a fitted window (fast); if that fails, the standard 30 s window at the same
+    temperature (Whisper loops far less there); then rising temperatures.
+    """
+    base = replace(decode, max_new_tokens=decode.max_new_tokens or _token_cap(n_samples), best_of=1)
+    fitted = n_samples < options.fit_below_s * SAMPLE_RATE
+    attempts = [replace(base, window="fit" if fitted else "full")]
+    if not options.guard.enabled:
+        return attempts
+    if fitted:
+        attempts.append(replace(base, window="full"))
+    hotter = [t for t in options.temperatures if t > decode.temperature]
+    attempts += [replace(base, window="full", temperature=t, best_of=options.best_of) for t in hotter]
+    return attempts
 
 
 def _token_cap(n_samples: int) -> int:

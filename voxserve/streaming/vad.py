@@ -142,15 +142,21 @@ def speech_regions(
     """Padded, merged speech regions ``(start, end)`` in samples for a whole run of frames."""
     machine = VadStateMachine(params, start_sample)
     events = machine.update_many(probs) + machine.flush()
+    return padded_regions(events, params, start_sample, start_sample + n_samples)
+
+
+def padded_regions(
+    events: Sequence[VadEvent], params: VadParams, start_limit: int, end_limit: int
+) -> list[tuple[int, int]]:
+    """Speech regions from alternating start/end events: padded, merged, and clamped to the limits."""
     pad = params.ms_to_samples(params.speech_pad_ms)
-    end_limit = start_sample + n_samples
     regions: list[tuple[int, int]] = []
     open_start: int | None = None
     for ev in events:
         if ev.kind == "start":
             open_start = ev.sample
         elif open_start is not None:
-            start, end = max(start_sample, open_start - pad), min(end_limit, ev.sample + pad)
+            start, end = max(start_limit, open_start - pad), min(end_limit, ev.sample + pad)
             if regions and start <= regions[-1][1]:
                 regions[-1] = (regions[-1][0], max(end, regions[-1][1]))
             elif end > start:

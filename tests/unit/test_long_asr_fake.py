@@ -1,0 +1,417 @@
+"""The long-file recipe end to end on synthetic audio, with the fake recogniser and the fake VAD.
+
+Every "word" of a file is a tone burst at its own frequency; the fake recogniser finds the bursts in the
+audio it is sent and names each one by its frequency, at its local position. So the tests know exactly
+which words each request holds and where they must land on the file's timeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from voxserve.audio.encode import encode_audio
+from voxserve.backends.base import AsrRequest, AsrResult, TimedWord
+from voxserve.backends.fakes import FakeAsr, FakeVad
+from voxserve.engine.batcher import BatcherConfig, MicroBatcher
+from voxserve.engine.executor import BlockingExecutor
+from voxserve.engine.pool import AsrService
+from voxserve.errors import InvalidInput
+from voxserve.pipelines.long_asr import LongAsrOptions, LongFileTranscriber
+from voxserve.types import SAMPLE_RATE, ChunkReport, Transcript
+
+SR = SAMPLE_RATE
+NAMES = (
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
+    "quebec romeo sierra tango uniform victor whiskey xray yankee zulu"
+).split()
+LOOP = " ".join(["thank you"] * 15)
+
+
+@dataclass(frozen=True)
+class Burst:
+    word: str
+    freq: float
+    start: int
+    end: int
+
+
+def synth(
+    layout: list[tuple[float, float]],
+    freq0: float = 300.0,
+    step: float = 100.0,
+    tail_s: float = 1.0,
+    n_samples: int | None = None,
+) -> tuple[np.ndarray, list[Burst]]:
+    """Tone bursts after silences: ``layout`` is (silence before, burst length) in seconds."""
+    parts, bursts, pos = [], [], 0
+    for k, (gap_s, dur_s) in enumerate(layout):
+        gap, dur = int(gap_s * SR), int(dur_s * SR)
+        freq = freq0 + step * k
+        t = np.arange(dur) / SR
+        parts += [np.zeros(gap, np.float32), (0.3 * np.sin(2 * np.pi * freq * t)).astype(np.float32)]
+        bursts.append(
+            Burst(NAMES[k % len(NAMES)] + ("" if k < len(NAMES) else str(k)), freq, pos + gap, pos + gap + dur)
+        )
+        pos += gap + dur
+    parts.append(np.zeros(int(tail_s * SR), np.float32))
+    audio = np.concatenate(parts)
+    if n_samples is not None:
+        assert n_samples >= bursts[-1].end
+        audio = np.pad(audio, (0, max(0, n_samples - len(audio))))[:n_samples]
+    return audio, bursts
+
+
+def wav(audio: np.ndarray) -> bytes:
+    return encode_audio(audio, SR, "wav")
+
+
+# 20 bursts of 1.5-3 s with 0.8-1.5 s of silence between them: about 70 s, two or three chunks
+LAYOUT = [((1.0, 1.5, 0.8)[k % 3], (2.0, 3.0, 1.5, 2.5)[k % 4]) for k in range(20)]
+
+
+def loud_runs(audio: np.ndarray, frame: int = 160, level: float = 0.05) -> list[tuple[int, int]]:
+    n = len(audio) // frame
+    if n == 0:
+        return []
+    rms = np.sqrt(np.mean(audio[: n * frame].reshape(n, frame) ** 2, axis=1))
+    loud = np.concatenate([[False], rms > level, [False]])
+    edges = np.flatnonzero(np.diff(loud.astype(np.int8)))
+    return [(int(a) * frame, int(b) * frame) for a, b in zip(edges[::2], edges[1::2])]
+
+
+def dominant_hz(x: np.ndarray) -> float:
+    spectrum = np.abs(np.fft.rfft(x * np.hanning(len(x))))
+    return float(np.argmax(spectrum) * SR / len(x))
+
+
+@dataclass
+class BurstAsr(FakeAsr):
+    """Recognises tone bursts: one word per burst, at the burst's place in the request audio.
+
+    ``loops(freqs, options)`` may make the decoder loop ("thank you thank you ...") for a request holding
+    the bursts ``freqs``; ``detect(freqs)`` says which language is detected when none is requested.
+    """
+
+    bursts: list[Burst] = field(default_factory=list)
+    loops: Callable[[set[float], float], bool] = lambda freqs, temperature: False
+    detect: Callable[[set[float]], str] = lambda freqs: "en"
+
+    def found(self, audio: np.ndarray) -> list[tuple[Burst, int, int]]:
+        out = []
+        for a, b in loud_runs(audio):
+            if b - a < 1600:  # edges of a cut burst
+                continue
+            hz = dominant_hz(audio[a:b])
+            burst = min(self.bursts, key=lambda x: abs(x.freq - hz))
+            assert abs(burst.freq - hz) < 20, (hz, burst)
+            out.append((burst, a, b))
+        return out
+
+    def _result(self, req: AsrRequest) -> AsrResult:
+        found = self.found(req.audio)
+        freqs = {b.freq for b, _, _ in found}
+        language = req.options.language or self.detect(freqs)
+        if self.loops(freqs, req.options.temperature):
+            tokens = LOOP.split()
+            step = len(req.audio) // len(tokens)
+            words = tuple(TimedWord(w, i * step, (i + 1) * step, 0.5, (i,)) for i, w in enumerate(tokens))
+        else:
+            suffix = "" if language == "en" else f"_{language}"
+            words = tuple(TimedWord(b.word + suffix, a, e, 0.9, (i,)) for i, (b, a, e) in enumerate(found))
+        text = " ".join(w.text for w in words)
+        return AsrResult(
+            text=text,
+            tokens=tuple(range(len(words))),
+            words=words if req.options.word_timestamps else (),
+            language=language,
+            language_probability=0.95,
+            avg_logprob=self.logprob,
+            no_speech_prob=self.no_speech_prob,
+            temperature=req.options.temperature,
+        )
+
+    def requests(self) -> list[AsrRequest]:
+        with self._lock:
+            return [r for batch in self.batches for r in batch]
+
+
+@contextmanager
+def transcriber(
+    asr: FakeAsr, config: BatcherConfig | None = None, vad: Callable[[], FakeVad] = FakeVad
+) -> Iterator[LongFileTranscriber]:
+    config = config or BatcherConfig(max_batch_size=4, max_wait_ms=2, offline_wait_ms=10, workers=1)
+    batcher = MicroBatcher(asr.transcribe_batch, config, name="fake")
+    executor = BlockingExecutor()
+    try:
+        yield LongFileTranscriber(AsrService(asr, batcher), executor, vad)
+    finally:
+        batcher.close()
+        executor.shutdown()
+
+
+def run(coro: object, timeout: float = 20.0) -> Transcript:
+    async def main() -> Transcript:
+        return await asyncio.wait_for(coro, timeout)  # type: ignore[arg-type]
+
+    return asyncio.run(main())
+
+
+def check_words(t: Transcript, bursts: list[Burst], tolerance: int = 160) -> None:
+    """The transcript names every burst once, in order, at the burst's place in the file."""
+    assert [w.text for w in t.words] == [b.word for b in bursts]
+    assert t.text == " ".join(b.word for b in bursts)
+    for w, b in zip(t.words, bursts):
+        assert b.start - tolerance <= w.start <= w.end <= b.end + tolerance, (w, b)
+        assert w.end - w.start >= (b.end - b.start) - 2 * tolerance
+
+
+def report_with(t: Transcript, burst: Burst) -> ChunkReport:
+    (report,) = [r for r in t.stats.chunk_reports if r.start <= burst.start and burst.end <= r.end]
+    return report
+
+
+def report_for(t: Transcript, request: AsrRequest, asr: BurstAsr) -> ChunkReport | None:
+    """The report of the chunk whose audio a request holds (by the bursts in it)."""
+    found = asr.found(request.audio)
+    return report_with(t, found[0][0]) if found else None
+
+
+# -------------------------------------------------------------------------------------------- tests
+
+
+def test_transcript_has_the_words_in_order_at_their_file_times() -> None:
+    audio, bursts = synth(LAYOUT)
+    asr = BurstAsr(bursts=bursts)
+    with transcriber(asr) as tr:
+        t = run(tr.run(wav(audio)))
+    check_words(t, bursts)
+    assert t.language == "en" and t.duration == len(audio)
+    s = t.stats
+    assert s.chunks >= 2 and s.retries == 0 and s.rechunks == 0 and s.guard_failures == 0
+    assert [r.index for r in s.chunk_reports] == list(range(s.chunks))
+    assert all(r.passed and r.attempts == 1 for r in s.chunk_reports)
+    assert all(0 < r.speech_samples <= 29 * SR for r in s.chunk_reports)
+    assert sum(b.end - b.start for b in bursts) / SR <= s.speech_s <= (len(audio) - SR) / SR
+    # every chunk was sent once, at temperature 0, and no request is longer than a chunk
+    reqs = asr.requests()
+    assert len(reqs) == s.chunks
+    assert all(r.options.temperature == 0.0 and len(r.audio) <= 29 * SR for r in reqs)
+    # segments: ordered, not overlapping, numbered
+    assert [seg.id for seg in t.segments] == list(range(len(t.segments)))
+    for a, b in zip(t.segments, t.segments[1:]):
+        assert a.end <= b.start
+
+
+def test_a_chunk_that_loops_greedily_is_retried_at_a_higher_temperature() -> None:
+    audio, bursts = synth(LAYOUT)
+    bad = bursts[8]
+    asr = BurstAsr(bursts=bursts, loops=lambda freqs, temp: bad.freq in freqs and temp == 0.0)
+    with transcriber(asr) as tr:
+        t = run(tr.run(wav(audio)))
+    check_words(t, bursts)
+    assert "thank" not in t.text
+    assert t.stats.retries >= 1 and t.stats.guard_failures == 0
+    report = report_with(t, bad)
+    assert report.passed and report.attempts >= 2 and not report.rechunked
+    assert report.temperature == 0.2  # the first temperature above 0
+    assert "repetition" in report.reasons
+    for r in t.stats.chunk_reports:
+        if r.index != report.index:
+            assert r.attempts == 1 and r.passed and r.reasons == ()
+    assert t.stats.retries == report.attempts - 1
+    retried = [r for r in asr.requests() if r.options.temperature > 0]
+    assert len(retried) == 1 and retried[0].options.best_of == 3
+    assert bad.freq in {b.freq for b, _, _ in asr.found(retried[0].audio)}
+
+
+def test_a_chunk_that_always_loops_is_rechunked_then_reported_as_failed() -> None:
+    audio, bursts = synth(LAYOUT)
+    bad = bursts[8]
+    asr = BurstAsr(bursts=bursts, loops=lambda freqs, temp: bad.freq in freqs)
+    options = LongAsrOptions()
+    with transcriber(asr) as tr:
+        t = run(tr.run(wav(audio), options))
+    assert t.stats.guard_failures == 1
+    report = report_with(t, bad)
+    assert not report.passed
+    assert report.attempts >= 1 + len(options.temperatures)
+    assert "repetition" in report.reasons
+    whole = [r for r in asr.requests() if len(r.audio) == report.speech_samples]
+    assert {r.options.temperature for r in whole} == {0.0, *options.temperatures}  # every temperature tried
+    others = [r for r in t.stats.chunk_reports if r.index != report.index]
+    assert others and all(r.passed and r.attempts == 1 for r in others)
+    # then it was cut in two, and the half holding the loop was tried at every temperature again
+    halves = [
+        r
+        for r in asr.requests()
+        if len(r.audio) < report.speech_samples and bad.freq in {b.freq for b, _, _ in asr.found(r.audio)}
+    ]
+    assert {r.options.temperature for r in halves} == {0.0, *options.temperatures}
+    other_half = [r for r in asr.requests() if r not in whole and r not in halves and report_for(t, r, asr) is report]
+    assert other_half and all(r.options.temperature == 0.0 for r in other_half)  # it passed at once
+    # the words of the other chunks are all there, in order
+    good = [b.word for b in bursts if not (report.start <= b.start < report.end)]
+    got = [w.text for w in t.words if w.text not in ("thank", "you")]
+    assert [w for w in got if w in good] == good
+
+
+def test_progress_is_monotonic_and_ends_at_the_total() -> None:
+    audio, bursts = synth(LAYOUT)
+    calls: list[tuple[float, float]] = []
+    with transcriber(BurstAsr(bursts=bursts)) as tr:
+        t = run(tr.run(wav(audio), progress=lambda done, total: calls.append((done, total))))
+    total = len(audio) / SR
+    assert len(calls) >= 2
+    done = [d for d, _ in calls]
+    assert done == sorted(done)
+    assert all(0 < d <= tot for d, tot in calls)
+    assert calls[-1] == pytest.approx((total, total), abs=1e-3)
+    assert t.duration_s == pytest.approx(total)
+
+
+def test_text_hook_streams_the_chunks_in_file_order() -> None:
+    audio, bursts = synth(LAYOUT)
+    texts: list[str] = []
+    with transcriber(BurstAsr(bursts=bursts, delay_s=0.01)) as tr:
+        t = run(tr.run(wav(audio), on_text=texts.append))
+    assert " ".join(texts) == t.text
+    assert len(texts) == t.stats.chunks
+
+
+def test_files_transcribed_concurrently_share_batches() -> None:
+    layouts = [LAYOUT[:12], LAYOUT[5:17], LAYOUT[2:14]]
+    files = [synth(layout, freq0=300 + 2000 * i) for i, layout in enumerate(layouts)]
+    bursts = [b for _, bs in files for b in bs]
+    asr = BurstAsr(bursts=bursts, delay_s=0.03)
+    config = BatcherConfig(max_batch_size=8, max_wait_ms=5, offline_wait_ms=60, workers=1)
+    with transcriber(asr, config) as tr:
+
+        async def main() -> list[Transcript]:
+            return list(await asyncio.gather(*(tr.run(wav(audio)) for audio, _ in files)))
+
+        results = run(main())
+    for t, (_, bs) in zip(results, files):
+        check_words(t, bs)
+    owner = {b.freq: i for i, (_, bs) in enumerate(files) for b in bs}
+    mixed = [
+        batch for batch in asr.batches if len({owner[b.freq] for r in batch for b, _, _ in asr.found(r.audio)}) > 1
+    ]
+    assert mixed, [len(b) for b in asr.batches]
+    assert max(len(b) for b in asr.batches) <= 8
+
+
+def test_chunks_in_another_language_are_redone_in_the_first_chunks_language() -> None:
+    audio, bursts = synth(LAYOUT)
+    german = bursts[15]
+    asr = BurstAsr(bursts=bursts, detect=lambda freqs: "de" if german.freq in freqs else "en")
+    with transcriber(asr) as tr:
+        t = run(tr.run(wav(audio)))
+    assert t.language == "en"
+    check_words(t, bursts)  # no "_de" words left
+    report = report_with(t, german)
+    assert report.index > 0
+    redone = [r for r in asr.requests() if german.freq in {b.freq for b, _, _ in asr.found(r.audio)}]
+    assert [r.options.language for r in redone] == [None, "en"]
+    assert all(r.options.language is None for r in asr.requests() if r not in redone[1:])
+
+
+def test_the_first_chunks_language_wins_even_when_not_english() -> None:
+    audio, bursts = synth(LAYOUT)
+    asr = BurstAsr(bursts=bursts, detect=lambda freqs: "de" if bursts[0].freq in freqs else "en")
+    with transcriber(asr) as tr:
+        t = run(tr.run(wav(audio)))
+    assert t.language == "de"
+    assert [w.text for w in t.words] == [b.word + "_de" for b in bursts]
+
+
+def test_requested_language_is_used_for_every_chunk() -> None:
+    from voxserve.backends.base import DecodeOptions
+
+    audio, bursts = synth(LAYOUT[:6])
+    asr = BurstAsr(bursts=bursts, detect=lambda freqs: "de")
+    with transcriber(asr) as tr:
+        t = run(tr.run(wav(audio), LongAsrOptions(decode=DecodeOptions(language="fr"))))
+    assert t.language == "fr" and t.language_probability == 1.0
+    assert all(r.options.language == "fr" for r in asr.requests())
+
+
+_RNG = np.random.default_rng(7)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", _RNG.bytes(4000), b"RIFF" + _RNG.bytes(100), b"hello, this is not audio\n" * 50],
+    ids=["empty", "random", "riff-garbage", "text"],
+)
+def test_bad_input_is_invalid_input(data: bytes) -> None:
+    asr = BurstAsr()
+    with transcriber(asr) as tr, pytest.raises(InvalidInput):
+        run(tr.run(data))
+    assert asr.batches == []
+
+
+def test_audio_over_the_limit_is_refused() -> None:
+    audio, _ = synth([(0.5, 2.0)] * 3)  # 8.5 s
+    asr = BurstAsr()
+    with transcriber(asr) as tr, pytest.raises(InvalidInput) as info:
+        run(tr.run(wav(audio), LongAsrOptions(max_duration_s=5.0)))
+    assert info.value.code == "audio_too_long"
+    assert asr.batches == []
+
+
+def test_silence_only_gives_an_empty_transcript() -> None:
+    audio = np.zeros(5 * SR, np.float32)
+    asr = BurstAsr()
+    with transcriber(asr) as tr:
+        t = run(tr.run(wav(audio)))
+    assert t.text == "" and t.segments == () and t.stats.chunks == 0
+    assert t.duration == 5 * SR
+    assert asr.batches == []
+
+
+def test_no_chunk_is_lost_when_the_last_partial_frame_completes_the_planning_window() -> None:
+    """58 s of speech whose last, partial VAD frame brings the planner's buffer to two chunk windows:
+    the chunks that this last frame makes final must be transcribed too."""
+    frame = FakeVad().frame_samples
+    window = 2 * LongAsrOptions().chunking.max_samples  # the planner plans from two windows of audio
+    n = (window // frame) * frame + 100  # all frames but the last complete, and the last one completes it
+    assert n % frame and (n // frame) * frame < window <= (n // frame + 1) * frame
+    layout = [(0.5, 2.0)] * 22
+    audio, bursts = synth(layout, n_samples=n)
+    asr = BurstAsr(bursts=bursts)
+    with transcriber(asr) as tr:
+        t = run(tr.run(wav(audio)))
+    assert t.duration == n
+    assert t.stats.chunks >= 2
+    check_words(t, bursts)
+
+
+def test_a_busy_event_loop_does_not_duplicate_chunks() -> None:
+    """The decoder thread hands chunks to the event loop; when the loop is slow to take one, the chunk
+    must still arrive exactly once."""
+    audio, bursts = synth(LAYOUT[:10])
+    asr = BurstAsr(bursts=bursts)
+    holder: dict[str, asyncio.AbstractEventLoop] = {}
+
+    def slow_loop_vad() -> FakeVad:
+        holder["loop"].call_soon_threadsafe(time.sleep, 0.8)  # something blocks the loop for a while
+        time.sleep(0.05)
+        return FakeVad()
+
+    with transcriber(asr, vad=slow_loop_vad) as tr:
+
+        async def main() -> Transcript:
+            holder["loop"] = asyncio.get_running_loop()
+            return await tr.run(wav(audio))
+
+        t = run(main())
+    check_words(t, bursts)
+    assert len(asr.requests()) == t.stats.chunks
+    assert len({r.index for r in t.stats.chunk_reports}) == t.stats.chunks
