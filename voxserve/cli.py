@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from voxserve.config import load_settings
 from voxserve.errors import VoxserveError
-from voxserve.formats import FORMATS, extension, render
+from voxserve.formats import FORMATS, extension
 from voxserve.service import Voxserve
 from voxserve.types import Transcript
 
@@ -44,7 +44,9 @@ def _settings(args: argparse.Namespace) -> Any:
         "compute_type": args.compute_type,
     }
     guard = {"enabled": False} if args.no_guard else {}
-    return load_settings(args.config, asr=asr, guard=guard)
+    from voxserve.scale_cli import ray_overrides
+
+    return load_settings(args.config, asr=asr, guard=guard, ray=ray_overrides(args))
 
 
 def _add_transcribe(sub: Any) -> None:
@@ -56,6 +58,12 @@ def _add_transcribe(sub: Any) -> None:
     p.add_argument("--output-dir", help="write <name>.<ext> files here (default: stdout for one input)")
     p.add_argument("--prompt", help="text that conditions the decoder (names, vocabulary)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    from voxserve.scale_cli import add_ray_args
+
+    add_ray_args(p)
+    from voxserve.diarize_cli import add_speaker_args
+
+    add_speaker_args(p, flag=True)
     _engine_args(p)
     p.set_defaults(func=cmd_transcribe)
 
@@ -96,14 +104,20 @@ async def _transcribe_all(vox: Voxserve, args: argparse.Namespace) -> tuple[list
             durations.append(0.0)
     bar = _Bar(sum(durations), not args.quiet)
     gate = asyncio.Semaphore(MAX_FILES_IN_FLIGHT)
+    from voxserve.diarize_cli import speaker_options
+
+    diarize = speaker_options(vox, args)
     options = vox.long_options(
         language=args.language, task=args.task, prompt=args.prompt,
-        word_timestamps=args.format not in ("txt", "text", "json"),
+        word_timestamps=diarize is not None or args.format not in ("txt", "text", "json"),
     )
 
     async def one(i: int, path: str) -> Transcript | VoxserveError:
         async with gate:
             try:
+                if diarize is not None:
+                    return await vox.transcribe_with_speakers(path, options, diarize, model=args.model,
+                                                              embedder=args.embedder, progress=bar.hook(i))
                 return await vox.transcribe_file(path, options, model=args.model, progress=bar.hook(i))
             except VoxserveError as exc:
                 return exc
@@ -129,7 +143,9 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             failed += 1
             print(f"error: {path}: {result.message}", file=sys.stderr)
             continue
-        text = render(result, args.format)
+        from voxserve.diarize_cli import render_transcript
+
+        text = render_transcript(result, args.format, path)
         if single_stdout:
             sys.stdout.write(text)
         else:
@@ -149,6 +165,9 @@ def _add_serve(sub: Any) -> None:
     p.add_argument("--port", type=int, help="port (default 8000)")
     p.add_argument("--api-key", action="append", dest="api_keys", help="accepted bearer token (repeatable)")
     p.add_argument("--data-dir", help="folder for the job database and uploads")
+    from voxserve.scale_cli import add_ray_args
+
+    add_ray_args(p)
     _engine_args(p)
     p.set_defaults(func=cmd_serve)
 
@@ -159,6 +178,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from voxserve.config import load_settings
     from voxserve.server.app import create_app
+    from voxserve.server.thread import uvicorn_config
 
     asr = {
         "model": args.model, "max_batch_size": args.batch_size, "workers": args.workers,
@@ -167,10 +187,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     }
     server = {"host": args.host, "port": args.port, "data_dir": args.data_dir,
               "api_keys": tuple(args.api_keys) if args.api_keys else None}
-    settings = load_settings(args.config, asr=asr, server=server, guard={"enabled": False} if args.no_guard else {})
+    from voxserve.scale_cli import ray_overrides
+
+    settings = load_settings(args.config, asr=asr, server=server, guard={"enabled": False} if args.no_guard else {},
+                             ray=ray_overrides(args))
     logging.getLogger("voxserve").setLevel(logging.INFO)
-    uvicorn.run(create_app(settings), host=settings.server.host, port=settings.server.port,
-                log_level="info", ws="websockets-sansio", timeout_graceful_shutdown=10)
+    app = create_app(settings)
+    uvicorn.Server(uvicorn_config(app, settings, settings.server.host, settings.server.port)).run()
     return 0
 
 
@@ -186,6 +209,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_eval_commands(sub, _engine_args, _settings)
     add_bench_commands(sub, _engine_args, _settings)
+    from voxserve.diarize_cli import add_diarize_command
+
+    add_diarize_command(sub, _engine_args, _settings)
+    from voxserve.speak_cli import add_speak_command
+
+    add_speak_command(sub)
+    from voxserve.scale_cli import add_plan_command
+
+    add_plan_command(sub)
     return parser
 
 

@@ -87,6 +87,123 @@ class ServerConfig(_Frozen):
     warmup: bool = Field(True, description="Run the default model once at start so the first request is fast.")
 
 
+class TtsConfig(_Frozen):
+    """Speech synthesis settings (see ``voxserve.streaming.tts``)."""
+
+    voice: str = Field("joe", description="Default voice: a registered name or a Piper .onnx path.")
+    voices_dir: str = Field("", description="Folder of extra Piper voices (*.onnx with .onnx.json).")
+    device: str = Field("cpu", description="cpu or cuda for Piper voices.")
+    max_streams: int = Field(16, ge=1, description="Concurrent synthesis streams; beyond them new ones get Overloaded.")
+    acoustic_workers: int = Field(2, ge=1, description="Threads running acoustic models (stage 1, per stream).")
+    decoder_max_batch_size: int = Field(
+        0, ge=0, le=256,
+        description="Windows per decoder batch; 0 = 1 on CPU (stacked batches measured slower per item there) "
+        "and 32 on GPU.",
+    )
+    decoder_max_wait_ms: float = Field(15.0, ge=0, description="How long a decoder batch waits to fill.")
+    decoder_workers: int = Field(0, ge=0, description="Threads calling the decoder; 0 = one per core on CPU, 1 on GPU.")
+    first_window_frames: int = Field(0, ge=0, description="Frames of a stream's first window; 0 = the decoder's default.")
+    window_frames: int = Field(0, ge=0, description="Frames of later windows; 0 = the decoder's default.")
+    context_frames: int = Field(-1, ge=-1, description="Context frames on each side; -1 = the decoder's default.")
+    max_input_chars: int = Field(100_000, ge=1, description="Longest text one request or stream accepts.")
+    urgent_buffer_s: float = Field(1.0, ge=0, description="Below this much audio ahead, a sentence starts with a small window.")
+    max_ahead_s: float = Field(6.0, ge=0, description="A live stream pauses this far ahead of playback (0 = never).")
+    openai_voice_aliases: bool = Field(True, description="Accept OpenAI voice names (alloy, nova, ...) for the default voice.")
+    orpheus_model: str = Field("", description="Local Orpheus-style LLM directory (enables LLM-TTS voices).")
+    orpheus_snac: str = Field("", description="Local SNAC 24 kHz directory for the Orpheus voices.")
+    orpheus_voices: tuple[str, ...] = Field(("tara", "leah", "jess", "leo", "dan", "mia", "zac", "zoe"))
+    orpheus_device: str = Field("auto", description="cpu, cuda or auto for the Orpheus voices.")
+
+
+class LiveConfig(_Frozen):
+    """Live transcription (Realtime WebSocket) settings."""
+
+    max_streams: int = Field(64, ge=1, description="Concurrent live sessions; beyond, new ones are closed with 1013.")
+    partial_interval_ms: int = Field(600, ge=0, description="New audio between partial hypotheses (0 = none).")
+    min_speech_ms: int = Field(100, ge=0, description="Shorter sounds do not start an utterance.")
+    fit_step_s: float = Field(5.0, ge=1.0, le=30.0, description="Encoder windows are the utterance + 1 s, rounded up to this.")
+    max_message_mb: float = Field(4.0, gt=0, description="Largest WebSocket message (larger ones close with 1009).")
+    speaker_similarity: float = Field(
+        0.7, ge=-1.0, le=1.0, description="Live speaker labels: cosine similarity to join a known speaker."
+    )
+
+
+class DiarizationConfig(_Frozen):
+    """Speaker diarization (the ``[diarize]`` extra)."""
+
+    embedder: str = Field("resemblyzer", description="Speaker embedder: resemblyzer (GE2E) or campplus (CAM++).")
+    workers: int = Field(default_factory=_default_workers, ge=1, description="Concurrent batches per diarization model.")
+    threads_per_worker: int = Field(1, ge=1, description="ONNX Runtime threads inside one batch.")
+    max_batch_size: int = Field(8, ge=1, le=256, description="Windows or speech pieces per model call.")
+    max_wait_ms: float = Field(10.0, ge=0, description="How long a batch waits to fill.")
+    step_s: float = Field(2.5, gt=0.0, le=10.0, description="Segmentation windows (10 s) start this often.")
+    threshold: float | None = Field(None, gt=0.0, lt=2.0, description="Clustering cut; None = the embedder's measured default.")
+
+
+class RayConfig(_Frozen):
+    """Scale-out on Ray (the ``[ray]`` extra, see ``voxserve.distributed``): speech recognition runs on model
+    replicas (Ray actors, each with its own batcher); the server, VAD and chunk planning stay in this process."""
+
+    enabled: bool = Field(False, description="Run speech recognition on Ray replicas (`voxserve serve --ray`).")
+    address: str = Field(
+        "", description='"" = start a private Ray instance on this machine (loopback only); "auto" = join the '
+        'cluster started here with `ray start`; "HOST:PORT" or "ray://HOST:10001" = join that cluster.',
+    )
+    replicas: int = Field(2, ge=1, description="Replicas of each model.")
+    cpus_per_replica: float = Field(1.0, ge=0, description="Ray CPUs each replica reserves.")
+    gpus_per_replica: float = Field(
+        0.0, ge=0, description="GPUs each replica reserves; a fraction (0.5, 0.25) packs several replicas on one GPU "
+        "(MIG-like slices that share its memory). Needs asr.device cuda or auto.",
+    )
+    resources: dict[str, float] = Field(
+        default_factory=dict, description='Custom Ray resources each replica reserves, e.g. {"mig_1g": 1}.'
+    )
+    workers_per_replica: int = Field(1, ge=1, description="Concurrent model batches inside one replica.")
+    threads_per_worker: int = Field(1, ge=1, description="Threads inside one batch of a replica.")
+    max_inflight_per_replica: int = Field(
+        0, ge=0, description="Offline chunks in flight per replica; more wait at the head (0 = two full batches)."
+    )
+    max_attempts: int = Field(3, ge=1, description="Replicas one chunk may be sent to when replicas fail.")
+    max_restarts: int = Field(3, ge=-1, description="Times Ray restarts a crashed replica (-1 = always).")
+    start_timeout_s: float = Field(300.0, gt=0, description="How long replicas may take to be placed and loaded.")
+    num_cpus: int | None = Field(None, ge=1, description="CPUs of a private Ray instance (default: all cores).")
+    namespace: str = Field("voxserve", description="Ray namespace of the replicas.")
+
+
+class AgentConfig(_Frozen):
+    """The voice agent (the ``[agent]`` extra, see ``voxserve.agent``): LLM, retrieval and turn taking."""
+
+    llm_url: str = Field("", description="OpenAI-compatible chat endpoint (vLLM, llama.cpp server, Ollama); "
+                         "empty = the embedded SmolLM2-135M-Instruct on llama.cpp.")
+    llm_model: str = Field("", description="Model name sent to llm_url; or a GGUF file for the embedded runtime.")
+    llm_api_key: str = Field("", description="Bearer token for llm_url.")
+    llm_timeout_s: float = Field(30.0, gt=0, description="Read timeout of llm_url.")
+    llm_threads: int = Field(1, ge=1, description="Threads of the embedded LLM (1 on small shared CPUs).")
+    llm_context_tokens: int = Field(2048, ge=256, description="Context window of the embedded LLM.")
+    instructions: str = Field("You are a helpful voice assistant.", description="Default system prompt.")
+    max_output_tokens: int = Field(80, ge=1, le=4096, description="Longest reply, in tokens.")
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="LLM sampling temperature (0 = greedy).")
+    history_tokens: int = Field(768, ge=0, description="Tokens of earlier turns kept in the prompt.")
+    knowledge_dir: str = Field("", description="Folder of .md/.txt files the agent answers from (retrieval).")
+    top_k: int = Field(2, ge=0, le=16, description="Knowledge passages per turn.")
+    min_score: float = Field(0.3, ge=-1.0, le=1.0, description="Least cosine similarity of a passage in the prompt.")
+    embed_conversation: bool = Field(
+        False, description="Load the text embedder without a knowledge folder, to recall old turns of long talks."
+    )
+    asr_model: str = Field("", description="Recogniser of the agent's turns (default: asr.model).")
+    voice: str = Field("", description="Default voice of replies (default: tts.voice).")
+    language: str = Field("en", description="Language of the user's speech ('' = detect per utterance).")
+    silence_ms: int = Field(500, ge=50, le=10_000, description="Silence that ends a turn whose words look finished.")
+    incomplete_silence_ms: int = Field(
+        1500, ge=0, le=10_000, description="Silence that ends a turn whose words stop mid-sentence."
+    )
+    cut_silence_ms: int = Field(200, ge=50, le=2000, description="Pause after which an utterance is transcribed.")
+    speculative: bool = Field(True, description="Draft the reply during the end-of-turn silence (released at its end).")
+    audio_events: str = Field("ga", pattern="^(ga|beta)$",
+                              description="Reply audio events: ga = response.output_audio.delta, beta = response.audio.delta.")
+    max_sessions: int = Field(8, ge=1, description="Concurrent conversation sessions; beyond, new ones close with 1013.")
+
+
 class Settings(BaseSettings):
     """All voxserve settings."""
 
@@ -95,7 +212,12 @@ class Settings(BaseSettings):
     asr: AsrConfig = Field(default_factory=AsrConfig)
     guard: GuardSettings = Field(default_factory=GuardSettings)
     chunking: ChunkSettings = Field(default_factory=ChunkSettings)
+    tts: TtsConfig = Field(default_factory=TtsConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    live: LiveConfig = Field(default_factory=LiveConfig)
+    diarization: DiarizationConfig = Field(default_factory=DiarizationConfig)
+    ray: RayConfig = Field(default_factory=RayConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
 
 
 def load_settings(path: str | Path | None = None, **overrides: dict[str, Any]) -> Settings:

@@ -1,4 +1,5 @@
-"""Transcript output formats: txt, json, verbose_json (OpenAI's shape plus a ``voxserve`` block), srt, vtt.
+"""Transcript output formats: txt, json, verbose_json (OpenAI's shape plus a ``voxserve`` block), srt, vtt,
+diarized_json (OpenAI's shape: segments with speakers) and rttm; and diarization output (rttm, json).
 
 Pure functions from :class:`~voxserve.types.Transcript` to text, shared by the CLI and the server.
 """
@@ -6,13 +7,27 @@ Pure functions from :class:`~voxserve.types.Transcript` to text, shared by the C
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from voxserve.errors import InvalidInput
 from voxserve.languages import language_code, language_name
-from voxserve.types import ChunkReport, Segment, Transcript, TranscriptStats, Word, s_to_samples
+from voxserve.types import (
+    ChunkReport,
+    Diarization,
+    Segment,
+    SpeakerTurn,
+    Transcript,
+    TranscriptStats,
+    Word,
+    s_to_samples,
+)
 
-FORMATS = ("txt", "text", "json", "verbose_json", "srt", "vtt")
+FORMATS = ("txt", "text", "json", "verbose_json", "srt", "vtt", "diarized_json", "rttm")
+DIARIZED_FORMATS = ("diarized_json", "rttm")
+"""Formats that need a diarized transcript (speaker turns)."""
+DIARIZATION_FORMATS = ("rttm", "json")
+"""Formats of a :class:`~voxserve.types.Diarization` alone."""
 
 
 def _r(x: float) -> float:
@@ -87,6 +102,8 @@ def to_verbose_json(t: Transcript, *, words: bool = True, segments: bool = True)
         d["segments"] = [segment_dict(s, words=words) for s in t.segments]
     if words:
         d["words"] = [word_dict(w) for w in t.words]
+    if t.diarization is not None:
+        d["diarization"] = diarization_dict(t.diarization)
     d["voxserve"] = voxserve_block(t)
     return d
 
@@ -127,6 +144,8 @@ _WRITERS: dict[str, Callable[[Transcript], str]] = {
     "verbose_json": lambda t: json.dumps(to_verbose_json(t), ensure_ascii=False, indent=2) + "\n",
     "srt": to_srt,
     "vtt": to_vtt,
+    "diarized_json": lambda t: json.dumps(to_diarized_json(t), ensure_ascii=False, indent=2) + "\n",
+    "rttm": lambda t: to_rttm(_turns_of(t)),
 }
 
 
@@ -140,7 +159,7 @@ def render(t: Transcript, fmt: str) -> str:
 
 def extension(fmt: str) -> str:
     """The file extension for a format."""
-    return {"text": "txt", "verbose_json": "json"}.get(fmt, fmt)
+    return {"text": "txt", "verbose_json": "json", "diarized_json": "json"}.get(fmt, fmt)
 
 
 def _word_from(d: dict[str, Any]) -> Word:
@@ -176,5 +195,76 @@ def transcript_from_dict(d: dict[str, Any]) -> Transcript:
     return Transcript(
         text=d["text"], language=language_code(d.get("language", "en")) or d.get("language", "en"),
         duration=s_to_samples(d.get("duration", 0.0)), segments=segments, task=d.get("task", "transcribe"),
-        stats=stats,
+        stats=stats, diarization=diarization_from_dict(d["diarization"]) if d.get("diarization") else None,
     )
+
+
+def diarization_from_dict(d: dict[str, Any]) -> Diarization:
+    """Rebuild a diarization from :func:`diarization_dict` output."""
+    turns = tuple(SpeakerTurn(s_to_samples(t["start"]), s_to_samples(t["end"]), t["speaker"]) for t in d["turns"])
+    return Diarization(turns, tuple(d.get("speakers", ())), s_to_samples(d.get("duration", 0.0)))
+
+
+# ------------------------------------------------------------------------------------- diarization
+
+
+def _turns_of(t: Transcript) -> Diarization:
+    if t.diarization is None:
+        raise InvalidInput("this format needs speakers: transcribe with diarization", param="response_format")
+    return t.diarization
+
+
+def to_diarized_json(t: Transcript) -> dict[str, Any]:
+    """OpenAI's ``diarized_json``: segments of one speaker each (``type``, ``id``, ``start``, ``end``,
+    ``text``, ``speaker``) plus the duration-based usage."""
+    _turns_of(t)
+    return {
+        "task": "transcribe",
+        "duration": _r(t.duration_s),
+        "text": t.text,
+        "segments": [
+            {"type": "transcript.text.segment", "id": f"seg_{s.id:03d}", "start": _r(s.start_s), "end": _r(s.end_s),
+             "text": s.text, "speaker": s.speaker or ""}
+            for s in t.segments
+        ],
+        "usage": {"type": "duration", "seconds": int(round(t.duration_s))},
+    }
+
+
+def to_rttm(d: Diarization, file_id: str = "audio") -> str:
+    """RTTM, one ``SPEAKER file 1 start duration <NA> <NA> speaker <NA> <NA>`` line per turn."""
+    uri = "_".join(file_id.split()) or "audio"
+    return "".join(
+        f"SPEAKER {uri} 1 {t.start_s:.3f} {t.end_s - t.start_s:.3f} <NA> <NA> {t.speaker} <NA> <NA>\n"
+        for t in d.turns
+    )
+
+
+def turn_dict(t: SpeakerTurn) -> dict[str, Any]:
+    """A turn as JSON: speaker, start, end (seconds)."""
+    return {"speaker": t.speaker, "start": _r(t.start_s), "end": _r(t.end_s)}
+
+
+def diarization_dict(d: Diarization) -> dict[str, Any]:
+    """A diarization as JSON: duration, speakers, turns, and a ``voxserve`` block with speed per stage."""
+    return {
+        "duration": _r(d.duration_s),
+        "speakers": list(d.speakers),
+        "turns": [turn_dict(t) for t in d.turns],
+        "voxserve": {
+            "rtfx": round(d.rtfx, 2),
+            "wall_s": round(d.stats.wall_s, 3),
+            "stages": {name: round(s, 3) for name, s in d.stats.stages},
+            "windows": d.stats.windows,
+            "embeddings": d.stats.embeddings,
+        },
+    }
+
+
+def render_diarization(d: Diarization, fmt: str, file_id: str = "audio") -> str:
+    """A diarization in one of :data:`DIARIZATION_FORMATS`."""
+    if fmt == "rttm":
+        return to_rttm(d, file_id)
+    if fmt == "json":
+        return json.dumps(diarization_dict(d), ensure_ascii=False, indent=2) + "\n"
+    raise InvalidInput(f"unknown format {fmt!r}; choose one of {', '.join(DIARIZATION_FORMATS)}", param="response_format")

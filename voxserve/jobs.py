@@ -14,10 +14,11 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from voxserve.errors import Cancelled, InvalidInput, VoxserveError
 

@@ -31,11 +31,16 @@ def s_to_samples(seconds: float) -> int:
 
 
 class Priority(IntEnum):
-    """Scheduling classes: lower value runs first."""
+    """Scheduling classes: lower value runs first.
+
+    ``PARTIAL`` is live work whose result is only a preview (partial hypotheses): it yields to every final
+    result of live streams and agents, and still goes before offline files.
+    """
 
     LIVE = 0
     AGENT = 1
-    OFFLINE = 2
+    PARTIAL = 2
+    OFFLINE = 3
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,6 +139,55 @@ class TranscriptStats:
 
 
 @dataclass(frozen=True)
+class SpeakerTurn:
+    """One speaker talking from ``start`` to ``end`` (samples); turns of different speakers may overlap."""
+
+    start: int
+    end: int
+    speaker: str
+
+    @property
+    def start_s(self) -> float:
+        """Start time in seconds."""
+        return samples_to_s(self.start)
+
+    @property
+    def end_s(self) -> float:
+        """End time in seconds."""
+        return samples_to_s(self.end)
+
+
+@dataclass(frozen=True)
+class DiarizationStats:
+    """Speed of one diarization: wall seconds in total and per stage (decode, segmentation, embeddings, ...)."""
+
+    wall_s: float = 0.0
+    stages: tuple[tuple[str, float], ...] = ()
+    windows: int = 0
+    embeddings: int = 0
+
+
+@dataclass(frozen=True)
+class Diarization:
+    """Who spoke when in one audio input: turns in time order and the speaker labels (``A``, ``B``, ...)."""
+
+    turns: tuple[SpeakerTurn, ...]
+    speakers: tuple[str, ...]
+    duration: int
+    stats: DiarizationStats = field(default_factory=DiarizationStats)
+
+    @property
+    def duration_s(self) -> float:
+        """Audio duration in seconds."""
+        return samples_to_s(self.duration)
+
+    @property
+    def rtfx(self) -> float:
+        """Audio seconds per wall second (0 when the wall time is unknown)."""
+        return self.duration_s / self.stats.wall_s if self.stats.wall_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class Transcript:
     """The full result of transcribing one audio input."""
 
@@ -144,6 +198,8 @@ class Transcript:
     language_probability: float = 1.0
     task: Task = "transcribe"
     stats: TranscriptStats = field(default_factory=TranscriptStats)
+    diarization: Diarization | None = None
+    """Speaker turns when the transcript was diarized (words and segments then carry speakers)."""
 
     @property
     def duration_s(self) -> float:
@@ -159,3 +215,48 @@ class Transcript:
     def rtfx(self) -> float:
         """Audio seconds per wall second (0 when the wall time is unknown)."""
         return self.duration_s / self.stats.wall_s if self.stats.wall_s > 0 else 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class SynthesisChunk:
+    """A piece of synthesized speech, in stream order.
+
+    Attributes:
+        audio: mono samples at ``sample_rate``: float32 in [-1, 1], or int16 when the stream was asked for it.
+        sample_rate: the voice's output rate in Hz.
+        sequence: 0 for the stream's first chunk, then 1, 2, ... without gaps.
+        start_sample: where the chunk starts on the stream's audio timeline (at ``sample_rate``).
+        text_start: offset of the first character of the text this audio speaks, in all text pushed so far.
+        text_end: offset one past its last character.
+        text: the segment of input text that this chunk belongs to.
+    """
+
+    audio: npt.NDArray[np.float32] | npt.NDArray[np.int16]
+    sample_rate: int
+    sequence: int
+    start_sample: int
+    text_start: int
+    text_end: int
+    text: str = ""
+
+    @property
+    def num_samples(self) -> int:
+        """Number of samples."""
+        return int(self.audio.shape[0])
+
+    @property
+    def start_s(self) -> float:
+        """When the chunk starts, in seconds of audio since the start of the stream."""
+        return self.start_sample / self.sample_rate
+
+    @property
+    def duration_s(self) -> float:
+        """Length in seconds."""
+        return self.num_samples / self.sample_rate
+
+    def pcm16(self) -> bytes:
+        """The samples as signed 16-bit little-endian PCM (float ``v`` maps to ``round(v * 32768)``, clipped)."""
+        if self.audio.dtype == np.int16:
+            return self.audio.astype("<i2").tobytes()
+        scaled = np.rint(np.nan_to_num(self.audio.astype(np.float64)) * 32768.0)
+        return np.clip(scaled, -32768, 32767).astype("<i2").tobytes()

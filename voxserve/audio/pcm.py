@@ -16,6 +16,8 @@ from voxserve.types import Float32Array
 
 __all__ = [
     "dbfs",
+    "float32_to_g711_alaw",
+    "float32_to_g711_ulaw",
     "float32_to_pcm16",
     "g711_alaw_to_float32",
     "g711_ulaw_to_float32",
@@ -113,6 +115,33 @@ def g711_alaw_to_float32(data: _Bytes) -> Float32Array:
         A new 1-D float32 array with one sample per byte, in [-0.985, 0.985].
     """
     return _ALAW[np.frombuffer(data, dtype=np.uint8)]
+
+
+def _encoder(table: Float32Array) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.uint8]]:
+    order = np.argsort(table, kind="stable")
+    return table[order].astype(np.float64), order.astype(np.uint8)
+
+
+_ULAW_SORTED, _ULAW_CODES = _encoder(_ULAW)
+_ALAW_SORTED, _ALAW_CODES = _encoder(_ALAW)
+
+
+def _nearest_code(samples: npt.ArrayLike, values: npt.NDArray[np.float64], codes: npt.NDArray[np.uint8]) -> bytes:
+    x = np.clip(np.nan_to_num(np.asarray(samples, dtype=np.float64).reshape(-1)), values[0], values[-1])
+    i = np.clip(np.searchsorted(values, x), 1, len(values) - 1)
+    nearer_left = (x - values[i - 1]) <= (values[i] - x)
+    return codes[np.where(nearer_left, i - 1, i)].tobytes()
+
+
+def float32_to_g711_ulaw(samples: npt.ArrayLike) -> bytes:
+    """Encode float samples in [-1, 1] as G.711 mu-law bytes (the nearest code; the inverse of
+    :func:`g711_ulaw_to_float32` on its own values)."""
+    return _nearest_code(samples, _ULAW_SORTED, _ULAW_CODES)
+
+
+def float32_to_g711_alaw(samples: npt.ArrayLike) -> bytes:
+    """Encode float samples in [-1, 1] as G.711 A-law bytes (the nearest code)."""
+    return _nearest_code(samples, _ALAW_SORTED, _ALAW_CODES)
 
 
 def rms(samples: npt.ArrayLike) -> float:

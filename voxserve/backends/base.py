@@ -8,7 +8,9 @@ nothing about HTTP, queues or asyncio.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
+
+import numpy.typing as npt
 
 from voxserve.errors import InvalidInput
 from voxserve.types import Float32Array, Task
@@ -145,4 +147,181 @@ class VadModel(Protocol):
 
     def probabilities(self, audio: Float32Array) -> Float32Array:
         """Speech probability of each whole frame of ``audio`` (continuing the stream)."""
+        ...
+
+
+@dataclass(frozen=True)
+class SegmentationInfo:
+    """How a local speaker segmentation model sees time.
+
+    Attributes:
+        name: the model's name.
+        window_samples: audio samples in one window (shorter windows are zero-padded).
+        frame_step: samples between the starts of two output frames.
+        frame_size: samples one output frame covers (its receptive field).
+        local_speakers: speakers the model can tell apart inside one window.
+    """
+
+    name: str
+    window_samples: int
+    frame_step: int
+    frame_size: int
+    local_speakers: int
+
+    def frame_center(self, index: int) -> int:
+        """The sample (relative to the window start) at the middle of output frame ``index``."""
+        return index * self.frame_step + self.frame_size // 2
+
+
+@runtime_checkable
+class SegmentationModel(Protocol):
+    """Local speaker activity inside fixed windows (which speaker of the window speaks in each frame)."""
+
+    @property
+    def info(self) -> SegmentationInfo:
+        """Static facts about the model."""
+        ...
+
+    def segment_batch(self, windows: Sequence[Float32Array]) -> list[Float32Array]:
+        """For each window (at most ``window_samples`` long), activity of shape (frames, local_speakers) in
+        [0, 1]; several local speakers may be active in one frame (overlapped speech)."""
+        ...
+
+
+@dataclass(frozen=True)
+class EmbedderInfo:
+    """What a speaker embedder produces.
+
+    Attributes:
+        name: the embedder's registered name.
+        dim: the embedding size.
+        min_samples: the shortest audio it gives a usable embedding for.
+    """
+
+    name: str
+    dim: int
+    min_samples: int
+
+
+@runtime_checkable
+class SpeakerEmbedder(Protocol):
+    """Speech of one speaker -> an L2-normalised voice embedding (cosine similarity compares voices)."""
+
+    @property
+    def info(self) -> EmbedderInfo:
+        """Static facts about the embedder."""
+        ...
+
+    def embed_batch(self, audios: Sequence[Float32Array]) -> list[Float32Array]:
+        """One embedding of shape (dim,) per 16 kHz mono input, in input order."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------- speech synthesis
+
+
+@dataclass(frozen=True)
+class SpeechOptions:
+    """Per-request options of an acoustic model.
+
+    Attributes:
+        speed: speaking rate relative to the voice's own (0.25 to 4.0, as in OpenAI's API).
+        seed: makes sampling repeatable where the model samples (None: random).
+    """
+
+    speed: float = 1.0
+    seed: int | None = None
+
+    def validate(self) -> None:
+        """Raise :class:`InvalidInput` for out-of-range values."""
+        if not 0.25 <= self.speed <= 4.0:
+            raise InvalidInput(f"speed must be between 0.25 and 4.0, not {self.speed}", param="speed")
+
+
+@dataclass(frozen=True)
+class VoiceInfo:
+    """A voice that can be synthesized.
+
+    Attributes:
+        name: the name requests use (``joe``, a file path, ``tara``).
+        language: BCP 47-like code (``en-US``) or ``""`` when unknown.
+        sample_rate: output rate in Hz.
+        backend: ``piper`` or ``orpheus`` (or another registered kind).
+        description: a human-readable line.
+        path: where the voice's files are, when it is a local file.
+    """
+
+    name: str
+    language: str
+    sample_rate: int
+    backend: str
+    description: str = ""
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class DecoderInfo:
+    """Facts about an audio decoder and the windows it decodes best.
+
+    Attributes:
+        name: identifies the decoder (one shared batcher per name).
+        sample_rate: output rate in Hz.
+        samples_per_frame: audio samples produced per input frame.
+        context_frames: frames of context on each side of a window that make windowed decoding equal whole
+            decoding (within float tolerance).
+        first_frames: output frames of the first window of a stream (small: time to first audio).
+        window_frames: output frames of later windows (large: less context overhead).
+        stacks_batches: whether a batch runs as one stacked tensor (then equal window shapes matter).
+    """
+
+    name: str
+    sample_rate: int
+    samples_per_frame: int
+    context_frames: int
+    first_frames: int
+    window_frames: int
+    stacks_batches: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class FrameBlock:
+    """Decoder input frames from an acoustic model: latents or codec codes, frames on the last axis.
+
+    ``end_of_unit`` closes the unit (a sentence) the frames belong to: units are decoded independently and
+    their audio is concatenated.
+    """
+
+    frames: npt.NDArray[Any]
+    end_of_unit: bool = True
+
+
+@runtime_checkable
+class AcousticModel(Protocol):
+    """Stage 1 of synthesis, run per stream: text -> decoder input frames (latents or codec tokens)."""
+
+    @property
+    def voice(self) -> VoiceInfo:
+        """The voice this model speaks with."""
+        ...
+
+    def check_options(self, options: SpeechOptions) -> None:
+        """Raise :class:`InvalidInput` or :class:`~voxserve.errors.Unsupported` for options it cannot honour."""
+        ...
+
+    def frames(self, text: str, options: SpeechOptions) -> Iterator[FrameBlock]:
+        """Frames for ``text`` (already in speakable form), in blocks; each ``next()`` may run the model."""
+        ...
+
+
+@runtime_checkable
+class AudioDecoder(Protocol):
+    """Stage 2 of synthesis, batched across streams: windows of frames -> audio samples."""
+
+    @property
+    def info(self) -> DecoderInfo:
+        """Static facts about the decoder."""
+        ...
+
+    def decode_batch(self, windows: Sequence[npt.NDArray[Any]]) -> list[Float32Array]:
+        """Decode each window (frames on the last axis) to ``frames * samples_per_frame`` samples, in order."""
         ...

@@ -2,6 +2,7 @@
 
 ``FakeVad`` scores frames by energy; ``FakeAsr`` answers from a script keyed on the request audio and
 records every batch it saw, so tests can assert on batching, retries and stitching without a model.
+``FakeSegmentation`` and ``FakeEmbedder`` treat pure tones as speakers, for diarization tests.
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from voxserve.backends.base import AsrModelInfo, AsrRequest, AsrResult, DecodeOptions, TimedWord
+from voxserve.backends.base import (
+    AsrModelInfo,
+    AsrRequest,
+    AsrResult,
+    DecodeOptions,
+    EmbedderInfo,
+    SegmentationInfo,
+    TimedWord,
+)
 from voxserve.errors import InvalidInput
 from voxserve.types import SAMPLE_RATE, Float32Array
 
@@ -116,3 +125,80 @@ class FakeAsr:
             no_speech_prob=self.no_speech_prob,
             temperature=req.options.temperature,
         )
+
+
+# ------------------------------------------------------------------------------------- diarization
+# "Speakers" in fake-diarization tests are pure tones: a voice is its frequency.
+
+
+def _band_energies(frames: np.ndarray, bands: int) -> np.ndarray:
+    """Magnitude spectrum of each row pooled into ``bands`` equal bands up to 4 kHz."""
+    window = np.hanning(frames.shape[-1]).astype(np.float32)
+    spectrum = np.abs(np.fft.rfft(frames * window, n=1024, axis=-1))[..., :256]
+    return np.asarray(spectrum.reshape(*spectrum.shape[:-1], bands, 256 // bands).sum(axis=-1))
+
+
+@dataclass
+class FakeSegmentation:
+    """Implements :class:`~voxserve.backends.base.SegmentationModel` with the real model's geometry (10 s
+    windows, 270-sample frames): each tone band that is present (loud, steady) in at least 10 frames of a
+    window is a local speaker (numbered by first appearance, at most 3). Records every batch."""
+
+    level: float = 0.01
+    batches: list[int] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def info(self) -> SegmentationInfo:
+        """The pyannote segmentation-3.0 geometry."""
+        return SegmentationInfo("fake-segmentation", 10 * SAMPLE_RATE, 270, 991, 3)
+
+    def segment_batch(self, windows: Sequence[Float32Array]) -> list[Float32Array]:
+        """Activity (frames, 3) per window."""
+        with self._lock:
+            self.batches.append(len(windows))
+        return [self._one(w) for w in windows]
+
+    def _one(self, window: Float32Array) -> Float32Array:
+        info = self.info
+        audio = np.zeros(info.window_samples, np.float32)
+        audio[: min(len(window), info.window_samples)] = window[: info.window_samples]
+        n = 1 + (info.window_samples - info.frame_size) // info.frame_step
+        idx = np.arange(info.frame_size)[None, :] + info.frame_step * np.arange(n)[:, None]
+        frames = audio[idx]
+        loud = np.sqrt(np.mean(frames**2, axis=1)) > self.level
+        energy = _band_energies(frames, 32)
+        present = (energy > 0.5 * energy.max(axis=1, keepdims=True)) & loud[:, None]
+        present &= (present.sum(axis=1) <= 2)[:, None]  # onsets and offsets smear over many bands
+        steady = np.flatnonzero(present.sum(axis=0) >= 10)
+        first = [int(np.argmax(present[:, band])) for band in steady]
+        order = [int(band) for _, band in sorted(zip(first, steady, strict=True))][: info.local_speakers]
+        out = np.zeros((n, info.local_speakers), np.float32)
+        for k, band in enumerate(order):
+            out[:, k] = present[:, band]
+        return out
+
+
+@dataclass
+class FakeEmbedder:
+    """Implements :class:`~voxserve.backends.base.SpeakerEmbedder`: the L2-normalised band energies of the
+    input (distinct tones give orthogonal embeddings). Records the size of every batch."""
+
+    batches: list[int] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def info(self) -> EmbedderInfo:
+        """32-d embeddings of at least 0.25 s."""
+        return EmbedderInfo("fake", 32, SAMPLE_RATE // 4)
+
+    def embed_batch(self, audios: Sequence[Float32Array]) -> list[Float32Array]:
+        """One embedding per input."""
+        with self._lock:
+            self.batches.append(len(audios))
+        out = []
+        for a in audios:
+            usable = len(a) // 1024 * 1024
+            e = _band_energies(np.asarray(a[:usable], np.float32).reshape(-1, 1024), 32).sum(axis=0)
+            out.append(np.asarray(e / max(float(np.linalg.norm(e)), 1e-8), np.float32))
+        return out

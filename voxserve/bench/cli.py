@@ -35,6 +35,36 @@ def add_bench_commands(sub: Any, engine_args: Callable[[argparse.ArgumentParser]
     engine_args(srv)
     srv.set_defaults(func=lambda a: cmd_server(a, settings(a)))
 
+    t = bench_sub.add_parser("tts", help="streaming synthesis: TTFB and real-time streams vs Piper per request")
+    t.add_argument("--streams", type=int, default=16, help="the highest number of concurrent streams tried")
+    t.add_argument("--voice", help="a Piper voice (default: the configured voice)")
+    t.add_argument("--text", help="what every client asks for (default: a 6-sentence paragraph)")
+    t.add_argument("--ramp-s", type=float, default=1.0, help="clients start within this many seconds")
+    t.add_argument("--ttfb-budget-ms", type=float, default=500.0,
+                   help="p95 playback delay (TTFB + client buffer) a level must meet for the admission limit")
+    t.add_argument("--client-buffer-ms", type=float, default=250.0, help="jitter buffer of the buffered listener")
+    t.add_argument("--refine", type=int, default=2, help="bisection steps after the first failing level")
+    t.add_argument("--levels", help="run exactly these stream counts (e.g. 8,16) instead of searching")
+    t.add_argument("--config", help="settings file (TOML or JSON)")
+    t.add_argument("--json", help="write the report here")
+    t.set_defaults(func=cmd_tts)
+
+    from voxserve.bench.diarize_cli import add_bench_diarize
+
+    add_bench_diarize(bench_sub, engine_args, settings)
+    from voxserve.bench.scale import add_bench_scale
+
+    add_bench_scale(bench_sub, engine_args, settings)
+
+    lv = bench_sub.add_parser("live", help="simulated microphones over WebSockets (vs WhisperLive)")
+    lv.add_argument("--streams", default="1,2,4,8", help="comma-separated concurrency levels")
+    lv.add_argument("--seconds", type=float, default=30.0, help="audio per stream")
+    lv.add_argument("--corpus", help="corpus folder (default: ../shared/corpus, else tests/data)")
+    lv.add_argument("--whisperlive-python", help="a Python with whisper-live installed, to run it side by side")
+    lv.add_argument("--json", help="write the report here")
+    engine_args(lv)
+    lv.set_defaults(func=lambda a: cmd_live(a, settings(a)))
+
     m = bench_sub.add_parser("make-long", help="join corpus clips with silences into a long test file")
     m.add_argument("--corpus", help="corpus folder (default: ../shared/corpus)")
     m.add_argument("--out", required=True)
@@ -107,6 +137,58 @@ def cmd_server(args: argparse.Namespace, settings: Any) -> int:
         )
         report = run_server_bench(run_settings, config, log=lambda s: print(s, file=sys.stderr))
     print(format_server(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+def cmd_tts(args: argparse.Namespace) -> int:
+    """Run the synthesis capacity benchmark and print its tables."""
+    from voxserve.bench.tts import PARAGRAPH, BatchSizes, TtsBench, TtsBenchConfig, format_tts_report
+    from voxserve.config import load_settings
+    from voxserve.streaming.tts_service import build_tts_service
+
+    if args.streams < 1:
+        raise InvalidInput("--streams must be at least 1")
+    settings = load_settings(args.config, tts={"max_streams": 4096})
+    batches = BatchSizes()
+    tts = build_tts_service(settings.tts, batch_observer=batches)
+    config = TtsBenchConfig(
+        max_streams=args.streams, text=args.text or PARAGRAPH, voice=args.voice, ramp_s=args.ramp_s,
+        ttfb_budget_s=args.ttfb_budget_ms / 1000.0, refine=args.refine, client_buffer_s=args.client_buffer_ms / 1000.0,
+        levels=tuple(int(n) for n in args.levels.split(",") if n.strip()) if args.levels else (),
+    )
+    try:
+        report = TtsBench(tts, config, batches, log=lambda s: print(s, file=sys.stderr)).run()
+    finally:
+        tts.close()
+    print(format_tts_report(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+def cmd_live(args: argparse.Namespace, settings: Any) -> int:
+    """Run the live benchmark and print its table."""
+    import tempfile
+
+    from voxserve.bench.live import format_live, run_live_bench
+    from voxserve.eval.corpus import default_corpus, find_items
+
+    root = Path(args.corpus) if args.corpus else (default_corpus() or Path(__file__).resolve().parents[2] / "tests" / "data")
+    items = [i for i in find_items(root, ("asr",)) if i.language == "en"]
+    if not items:
+        raise InvalidInput(f"no English clips with references under {root}")
+    clips = [(i.audio, i.reference.read_text(encoding="utf-8").strip()) for i in items]
+    with tempfile.TemporaryDirectory() as data_dir:
+        run_settings = settings.model_copy(update={
+            "server": settings.server.model_copy(update={"data_dir": data_dir, "api_keys": ()}),
+            "live": settings.live.model_copy(update={"max_streams": max(settings.live.max_streams, 256)}),
+        })
+        streams = [int(n) for n in args.streams.split(",") if n.strip()]
+        report = run_live_bench(run_settings, clips, streams, args.seconds, args.whisperlive_python,
+                                log=lambda s: print(s, file=sys.stderr))
+    print(format_live(report))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0

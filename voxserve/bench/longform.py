@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -60,9 +61,9 @@ class LongformBench:
         self.vox = vox
         self.config = config
         self.log = log
-        service = vox.asr(config.model)
-        self.model_dir = str(getattr(service.model, "directory", ""))
-        self.compute_type = str(getattr(service.model, "compute_type", "int8"))
+        model = getattr(vox.asr(config.model), "model", None)  # the in-process engine's model
+        self.model_dir = str(getattr(model, "directory", ""))
+        self.compute_type = str(getattr(model, "compute_type", "int8"))
 
     def _peer_model(self) -> Any:
         from faster_whisper import WhisperModel
@@ -114,7 +115,7 @@ class LongformBench:
             t = Timing(name)
             texts: list[str] = []
             for _ in range(c.repeats):
-                wall, texts = timed(lambda: [fn(p) for p in c.files])
+                wall, texts = timed(lambda fn=fn: [fn(p) for p in c.files])  # type: ignore[misc]
                 t.walls.append(wall)
             t.extra["wer"] = _wer(texts, refs)
             timings.append(t)
@@ -128,7 +129,7 @@ class LongformBench:
         from voxserve.backends.registry import load_vad
         from voxserve.pipelines.chunking import plan_chunks
 
-        model = self.vox.asr(self.config.model).model
+        model = self.vox.asr(self.config.model).model  # in-process engine only
         windows: list[np.ndarray] = []
         for path in self.config.files:
             audio = decode_audio(path)
@@ -136,7 +137,7 @@ class LongformBench:
             probs = vad.probabilities(audio)
             for plan in plan_chunks(probs, len(audio), self.vox.long_options().chunking):
                 windows.append(np.concatenate([audio[p.file_start : p.file_end] for p in plan.pieces]))
-        encode = getattr(model, "encode_only")
+        encode = model.encode_only
         workers = self.vox.settings.asr.workers
         parts = [windows[i::workers] for i in range(workers)]
 

@@ -1,10 +1,11 @@
 """MicroBatcher: one generic batcher that groups work from many callers into model batches.
 
 Callers ``await batcher.submit(item, priority)``; worker threads (the only place the model's blocking code
-runs) take the most urgent items first (live before agent before offline; first come first served within a
-class), wait at most ``max_wait_ms`` for a batch to fill, split queued work fairly between idle workers, and
-hand each caller its own result. A failing batch is retried item by item so that one bad item fails only its
-own caller. Admission control: a full queue raises :class:`~voxserve.errors.Overloaded` at once.
+runs) take the most urgent items first (live before agent before offline; within a class, earliest deadline
+first, where an item's deadline is its arrival time unless the caller gives one), wait at most ``max_wait_ms``
+for a batch to fill, split queued work fairly between idle workers, and hand each caller its own result. A
+failing batch is retried item by item so that one bad item fails only its own caller. Admission control: a
+full queue raises :class:`~voxserve.errors.Overloaded` at once.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Generic, Protocol, Sequence, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from voxserve.errors import BackendError, Overloaded
 from voxserve.types import Priority
@@ -58,6 +60,7 @@ class BatcherConfig:
 @dataclass(order=True)
 class _Entry:
     priority: int
+    deadline: float
     seq: int
     item: object = field(compare=False)
     future: asyncio.Future[object] = field(compare=False)
@@ -100,8 +103,12 @@ class MicroBatcher(Generic[T, R]):
         with self._cond:
             return len(self._heap)
 
-    async def submit(self, item: T, priority: Priority = Priority.OFFLINE) -> R:
-        """Queue one item and wait for its result."""
+    async def submit(self, item: T, priority: Priority = Priority.OFFLINE, *, deadline: float | None = None) -> R:
+        """Queue one item and wait for its result.
+
+        ``deadline`` (a ``time.monotonic()`` instant) orders items within their priority class, earliest first;
+        by default it is the arrival time (first come, first served).
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[object] = loop.create_future()
         with self._cond:
@@ -109,7 +116,9 @@ class MicroBatcher(Generic[T, R]):
                 raise Overloaded(f"{self.name} is shutting down", retry_after_s=5.0)
             if len(self._heap) >= self.config.max_queue:
                 raise Overloaded(f"{self.name} queue is full ({len(self._heap)} items)", retry_after_s=self._retry_after())
-            heapq.heappush(self._heap, _Entry(int(priority), next(self._seq), item, future, loop, time.monotonic()))
+            now = time.monotonic()
+            key = now if deadline is None else deadline
+            heapq.heappush(self._heap, _Entry(int(priority), key, next(self._seq), item, future, loop, now))
             self._cond.notify()
         return await future  # type: ignore[return-value]
 

@@ -8,17 +8,45 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Protocol
 
 from voxserve.backends.base import AsrModel, AsrModelInfo, AsrRequest, AsrResult, DecodeOptions
 from voxserve.backends.registry import AsrLoadOptions, load_asr, resolve_asr
 from voxserve.config import AsrConfig
-from voxserve.engine.batcher import BatchObserver, BatcherConfig, MicroBatcher
+from voxserve.engine.batcher import BatcherConfig, BatchObserver, MicroBatcher
 from voxserve.types import Priority
+
+
+class Recognizer(Protocol):
+    """What pipelines and streams need of a speech recogniser service (local, or replicas on Ray)."""
+
+    @property
+    def info(self) -> AsrModelInfo:
+        """Facts about the model."""
+        ...
+
+    @property
+    def capacity(self) -> int:
+        """Chunks it can work on at once (workers x batch size): how much to queue for full batches."""
+        ...
+
+    @property
+    def busy(self) -> bool:
+        """Whether work is already waiting (previews such as partial hypotheses should hold back)."""
+        ...
+
+    def check_options(self, options: DecodeOptions) -> None:
+        """Raise for options the model cannot run."""
+        ...
+
+    async def transcribe(self, request: AsrRequest, priority: Priority = Priority.OFFLINE) -> AsrResult:
+        """Recognise one request."""
+        ...
 
 
 @dataclass
 class AsrService:
-    """A loaded speech recogniser and its batcher."""
+    """A loaded speech recogniser and its batcher (the in-process :class:`Recognizer`)."""
 
     model: AsrModel
     batcher: MicroBatcher[AsrRequest, AsrResult]
@@ -27,6 +55,21 @@ class AsrService:
     def info(self) -> AsrModelInfo:
         """Facts about the model."""
         return self.model.info
+
+    @property
+    def capacity(self) -> int:
+        """Workers x batch size."""
+        return self.batcher.config.workers * self.batcher.config.max_batch_size
+
+    @property
+    def busy(self) -> bool:
+        """At least one queued item per worker."""
+        return self.batcher.queue_depth >= self.batcher.config.workers
+
+    @property
+    def queue_depth(self) -> int:
+        """Items waiting for a worker."""
+        return self.batcher.queue_depth
 
     def check_options(self, options: DecodeOptions) -> None:
         """Raise for options the model cannot run."""

@@ -19,6 +19,9 @@ def add_eval_commands(sub: Any, engine_args: Callable[[argparse.ArgumentParser],
     """Register ``eval asr`` on the CLI."""
     ev = sub.add_parser("eval", help="score quality on a corpus with references")
     ev_sub = ev.add_subparsers(dest="eval_command", required=True)
+    from voxserve.eval.diarization_cli import add_eval_diarization
+
+    add_eval_diarization(ev_sub, engine_args, settings)
     p = ev_sub.add_parser("asr", help="word error rate per file and pooled")
     p.add_argument("--corpus", help="corpus folder (default: ../shared/corpus when present)")
     p.add_argument("--subsets", default="asr,long", help="comma-separated subfolders (asr, long, lang)")

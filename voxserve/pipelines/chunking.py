@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import bisect
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -67,7 +67,7 @@ class ChunkPlan:
         piece = self.pieces[max(0, i)]
         return piece.file_start + min(local - piece.local_start, piece.length)
 
-    def with_index(self, index: int) -> "ChunkPlan":
+    def with_index(self, index: int) -> ChunkPlan:
         """The same plan renumbered."""
         return ChunkPlan(index, self.pieces)
 

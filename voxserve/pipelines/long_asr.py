@@ -13,15 +13,16 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from voxserve.audio import iter_decode, probe
 from voxserve.backends.base import AsrRequest, AsrResult, DecodeOptions, VadModel
 from voxserve.engine.executor import BlockingExecutor
-from voxserve.engine.pool import AsrService
+from voxserve.engine.pool import Recognizer
 from voxserve.errors import Cancelled, InvalidInput
 from voxserve.pipelines.chunking import ChunkParams, ChunkPlan, StreamingPlanner, split_in_two
 from voxserve.pipelines.guard import GuardConfig, Verdict, assess, without_repeats
@@ -96,7 +97,7 @@ class LongFileTranscriber:
 
     def __init__(
         self,
-        asr: AsrService,
+        asr: Recognizer,
         executor: BlockingExecutor,
         vad_factory: Callable[[], VadModel],
         priority: Priority = Priority.OFFLINE,
@@ -193,8 +194,7 @@ class LongFileTranscriber:
     ) -> tuple[list[_Outcome], int]:
         """Submit chunks in groups of about half the engine's capacity, so batches split evenly over workers
         (a CPU decoder does far more per second at batch 4 than at batch 1)."""
-        config = self.asr.batcher.config
-        group = max(1, config.workers * config.max_batch_size // 2)
+        group = max(1, self.asr.capacity // 2)
         tasks: list[asyncio.Task[_Outcome]] = []
         items: list[tuple[ChunkPlan, np.ndarray]] = []
         submitted = 0
@@ -231,19 +231,22 @@ class LongFileTranscriber:
         """The file's language is its first speech's; chunks that detected another one are redone in it.
 
         Chunks are decoded in parallel, each detecting its language from its own encoder output (nearly
-        free), so nothing waits for the first chunk; on single-language audio nothing is redone.
+        free), so nothing waits for the first chunk; on single-language audio nothing is redone. The first
+        speech is the first chunk that produced text (a first chunk of music or noise says little).
         """
         if options.decode.language is not None or not outcomes:
             return outcomes
-        language = outcomes[0].language
+        first = next((o for o in outcomes if any(t.text for t in o.texts)), outcomes[0])
+        language = first.language
         decode = replace(options.decode, language=language)
         redo = [i for i, o in enumerate(outcomes) if o.language != language]
         redone = await asyncio.gather(
             *(self._recognize(*items[i], decode, options, allow_rechunk=options.rechunk) for i in redo)
         )
         for i, outcome in zip(redo, redone):
-            outcome.language_probability = outcomes[0].language_probability
+            outcome.language_probability = first.language_probability
             outcomes[i] = outcome
+        outcomes[0].language, outcomes[0].language_probability = language, first.language_probability
         return outcomes
 
     async def _chunk(
@@ -263,6 +266,7 @@ class LongFileTranscriber:
             attempts.append((result, verdict))
             if verdict.passed:
                 return self._accept(plan, attempts, rechunked=False)
+        tried = 0
         if allow_rechunk and len(audio) >= _MIN_RECHUNK_SAMPLES:
             parts = split_in_two(plan, audio)
             if len(parts) == 2:
@@ -272,12 +276,19 @@ class LongFileTranscriber:
                 )
                 if all(s.report.passed for s in subs):
                     return self._merge(plan, attempts, list(subs))
-        return self._accept(plan, attempts, rechunked=False, failed=True)
+                tried = sum(s.report.attempts for s in subs)
+        return self._accept(plan, attempts, rechunked=tried > 0, failed=True, extra_attempts=tried)
 
     @staticmethod
     def _accept(
-        plan: ChunkPlan, attempts: list[tuple[AsrResult, Verdict]], *, rechunked: bool, failed: bool = False
+        plan: ChunkPlan,
+        attempts: list[tuple[AsrResult, Verdict]],
+        *,
+        rechunked: bool,
+        failed: bool = False,
+        extra_attempts: int = 0,
     ) -> _Outcome:
+        """The outcome of a chunk's own attempts (``extra_attempts``: those spent on its halves in vain)."""
         result, verdict = attempts[-1]
         if failed:  # keep the least bad attempt, without its loops
             result, verdict = min(attempts, key=lambda rv: (len(rv[1].reasons), -rv[0].avg_logprob))
@@ -285,7 +296,7 @@ class LongFileTranscriber:
                 result = without_repeats(result)
         report = ChunkReport(
             index=plan.index, start=plan.file_start, end=plan.file_end, speech_samples=plan.length,
-            attempts=len(attempts), temperature=result.temperature, rechunked=rechunked,
+            attempts=len(attempts) + extra_attempts, temperature=result.temperature, rechunked=rechunked,
             passed=not failed, reasons=tuple(r for _, v in attempts for r in v.reasons),
         )
         text = ChunkText(

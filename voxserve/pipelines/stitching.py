@@ -7,8 +7,8 @@ start at or after their chunk's start and end at or before its end; segments are
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from voxserve.backends.base import TimedWord
 from voxserve.pipelines.chunking import ChunkPlan

@@ -3,12 +3,14 @@ resumes unfinished jobs, and mounts every route. Transport only: no model logic 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import numpy as np
 from fastapi import FastAPI
@@ -21,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from voxserve.backends.base import AsrRequest, DecodeOptions
 from voxserve.config import Settings
 from voxserve.jobs import JobRunner, JobStore
-from voxserve.server import http_asr, http_jobs, http_misc
+from voxserve.server import http_asr, http_diarize, http_jobs, http_misc, ws_realtime
 from voxserve.server.context import ServerContext
 from voxserve.server.errors import HttpError, error_response
 from voxserve.server.metrics import Metrics
@@ -51,7 +53,10 @@ def create_app(settings: Settings, vox: Voxserve | None = None) -> FastAPI:
     )
     app = FastAPI(title="voxserve", version="0.1.0", lifespan=_lifespan(ctx, owns_engine=vox is None))
     app.state.ctx = ctx
-    for module in (http_misc, http_asr, http_jobs):
+    from voxserve.server.ws_conversation import conversation_handler
+
+    ctx.extras.setdefault("realtime_conversation", conversation_handler)  # GET /v1/realtime without intent
+    for module in (http_misc, http_asr, http_diarize, http_jobs, ws_realtime):
         app.include_router(module.router)
     app.add_exception_handler(HttpError, _on_error)
     app.add_exception_handler(RequestValidationError, _on_validation)
@@ -83,8 +88,8 @@ def _lifespan(ctx: ServerContext, *, owns_engine: bool) -> Any:
             ctx.ready = False
             await ctx.jobs.stop()
             ctx.store.close()
-            if owns_engine:
-                ctx.vox.close()
+            if owns_engine:  # joining worker threads blocks: not on the event loop
+                await asyncio.get_running_loop().run_in_executor(None, ctx.vox.close)
 
     return lifespan
 

@@ -22,9 +22,12 @@ from voxserve.errors import (
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class HttpError(Exception):
-    """An error raised by the transport itself (authentication, limits, unknown routes)."""
+    """An error raised by the transport itself (authentication, limits, unknown routes).
+
+    Not frozen: raising an exception sets its ``__traceback__``.
+    """
 
     status: int
     message: str

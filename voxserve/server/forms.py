@@ -12,7 +12,7 @@ from voxserve.languages import language_code
 from voxserve.server.errors import HttpError
 from voxserve.types import Task
 
-RESPONSE_FORMATS = ("json", "text", "srt", "verbose_json", "vtt")
+RESPONSE_FORMATS = ("json", "text", "srt", "verbose_json", "vtt", "diarized_json")
 GRANULARITIES = ("word", "segment")
 MODEL_ALIASES = {"whisper-1": None}
 """OpenAI model names accepted as the server's default model (``None``)."""
@@ -32,6 +32,17 @@ class TranscriptionForm:
     granularities: tuple[str, ...]
     stream: bool
     task: Task
+    speakers: SpeakerFields | None = None
+
+
+@dataclass(frozen=True)
+class SpeakerFields:
+    """Diarization fields (voxserve extension): ``diarize=true`` or ``response_format=diarized_json``,
+    optional ``num_speakers`` / ``min_speakers`` / ``max_speakers``."""
+
+    num_speakers: int | None = None
+    min_speakers: int | None = None
+    max_speakers: int | None = None
 
 
 def _invalid(param: str, message: str) -> HttpError:
@@ -67,6 +78,23 @@ def _bool(form: FormData, name: str) -> bool:
     return raw in ("true", "1")
 
 
+def _count(form: FormData, name: str) -> int | None:
+    raw = _text(form, name)
+    if raw is None:
+        return None
+    if not raw.isdigit() or not 1 <= int(raw) <= 32:
+        raise _invalid(name, f"'{name}' must be a whole number between 1 and 32")
+    return int(raw)
+
+
+def speaker_fields(form: FormData, required: bool = False) -> SpeakerFields | None:
+    """The diarization fields, or None when the request does not ask for speakers."""
+    wanted = required or _bool(form, "diarize") or _text(form, "response_format") == "diarized_json"
+    if not wanted:
+        return None
+    return SpeakerFields(_count(form, "num_speakers"), _count(form, "min_speakers"), _count(form, "max_speakers"))
+
+
 def _granularities(form: FormData) -> tuple[str, ...]:
     values = [v for key in ("timestamp_granularities[]", "timestamp_granularities") for v in form.getlist(key)]
     out = []
@@ -77,8 +105,8 @@ def _granularities(form: FormData) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-async def read_form(request: Request, task: Task, formats: tuple[str, ...] = RESPONSE_FORMATS) -> TranscriptionForm:
-    """Parse and validate the form (the file is spooled to disk by the parser, not held in memory)."""
+async def parse_form(request: Request) -> tuple[FormData, UploadFile]:
+    """The multipart form and its uploaded ``file`` (spooled to disk by the parser, not held in memory)."""
     try:
         form = await request.form(max_files=1, max_fields=64)
     except HttpError:
@@ -90,6 +118,12 @@ async def read_form(request: Request, task: Task, formats: tuple[str, ...] = RES
         raise HttpError(400, "the 'file' field is required", code="missing_file", param="file")
     if not isinstance(upload, UploadFile):
         raise _invalid("file", "'file' must be a file upload")
+    return form, upload
+
+
+async def read_form(request: Request, task: Task, formats: tuple[str, ...] = RESPONSE_FORMATS) -> TranscriptionForm:
+    """Parse and validate a transcription form."""
+    form, upload = await parse_form(request)
     model_name = _text(form, "model") or "whisper-1"
     response_format = _text(form, "response_format") or "json"
     if response_format not in formats:
@@ -106,6 +140,7 @@ async def read_form(request: Request, task: Task, formats: tuple[str, ...] = RES
         granularities=_granularities(form),
         stream=_bool(form, "stream"),
         task=task,
+        speakers=speaker_fields(form),
     )
 
 
@@ -128,4 +163,5 @@ def job_params(form: TranscriptionForm) -> dict[str, Any]:
         "temperature": form.temperature,
         "timestamp_granularities": list(form.granularities),
         "task": form.task,
+        "speakers": None if form.speakers is None else form.speakers.__dict__,
     }

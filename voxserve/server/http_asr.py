@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from contextlib import ExitStack
-from typing import Any, AsyncIterator
+from typing import Any
 
 from fastapi import APIRouter
 from starlette.background import BackgroundTask
@@ -13,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from voxserve.errors import InvalidInput
-from voxserve.formats import render, to_verbose_json
+from voxserve.formats import render, to_diarized_json, to_verbose_json
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError, error_response
 from voxserve.server.forms import TranscriptionForm, read_form
@@ -60,21 +61,33 @@ def options_for(ctx: ServerContext, form: TranscriptionForm, max_audio_s: float)
         task=form.task,
         prompt=form.prompt,
         temperature=form.temperature,
-        word_timestamps=form.response_format in ("srt", "vtt", "verbose_json"),
+        word_timestamps=form.speakers is not None or form.response_format in ("srt", "vtt", "verbose_json"),
         max_duration_s=max_audio_s,
     )
 
 
 async def _transcribe(ctx: ServerContext, form: TranscriptionForm, on_text: Any = None) -> Transcript:
-    options = options_for(ctx, form, ctx.settings.server.max_sync_audio_s)
     ctx.metrics.inflight.inc()
     try:
-        transcript = await ctx.vox.transcribe_file(form.upload.file, options, model=form.model, on_text=on_text)
+        transcript = await transcribe_source(ctx, form, form.upload.file, ctx.settings.server.max_sync_audio_s, on_text)
     finally:
         ctx.metrics.inflight.dec()
         await form.upload.close()
     ctx.metrics.on_transcript(transcript, form.model_name, form.task)
     return transcript
+
+
+async def transcribe_source(
+    ctx: ServerContext, form: TranscriptionForm, source: Any, max_audio_s: float, on_text: Any = None, progress: Any = None
+) -> Transcript:
+    """Transcribe (with speakers when the form asks for them) a file path or file object."""
+    options = options_for(ctx, form, max_audio_s)
+    if form.speakers is None:
+        return await ctx.vox.transcribe_file(source, options, model=form.model, on_text=on_text, progress=progress)
+    sp = form.speakers
+    diarize = ctx.vox.diarize_options(num_speakers=sp.num_speakers, min_speakers=sp.min_speakers,
+                                      max_speakers=sp.max_speakers, max_duration_s=max_audio_s)
+    return await ctx.vox.transcribe_with_speakers(source, options, diarize, model=form.model, progress=progress)
 
 
 def respond(t: Transcript, fmt: str, granularities: tuple[str, ...]) -> Response:
@@ -86,6 +99,8 @@ def respond(t: Transcript, fmt: str, granularities: tuple[str, ...]) -> Response
         return JSONResponse(to_verbose_json(t, words="word" in granularities, segments=segments))
     if fmt == "json":
         return JSONResponse({"text": t.text})
+    if fmt == "diarized_json":
+        return JSONResponse(to_diarized_json(t))
     raise InvalidInput(f"unknown response_format {fmt!r}", param="response_format")
 
 

@@ -17,7 +17,7 @@ from voxserve.jobs import Job, JobStatus, validate_job_id
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError, error_response
 from voxserve.server.forms import TranscriptionForm, job_params, read_form
-from voxserve.server.http_asr import options_for, require_ready, respond
+from voxserve.server.http_asr import require_ready, respond, transcribe_source
 
 router = APIRouter()
 
@@ -135,7 +135,7 @@ async def job_result(request: Request, job_id: str) -> Response:
 async def run_job(ctx: ServerContext, job: Job, progress: Any) -> dict[str, Any]:
     """The job runner's work: transcribe the stored upload and return verbose JSON."""
     from voxserve.formats import to_verbose_json
-    from voxserve.server.forms import MODEL_ALIASES
+    from voxserve.server.forms import MODEL_ALIASES, SpeakerFields
 
     p = job.params
     model_name = p.get("model") or "whisper-1"
@@ -144,8 +144,8 @@ async def run_job(ctx: ServerContext, job: Job, progress: Any) -> dict[str, Any]
         model=MODEL_ALIASES.get(model_name, model_name), model_name=model_name, language=p.get("language"),
         prompt=p.get("prompt"), response_format="verbose_json", temperature=p.get("temperature", 0.0),
         granularities=("word", "segment"), stream=False, task=p.get("task", "transcribe"),
+        speakers=SpeakerFields(**p["speakers"]) if p.get("speakers") else None,
     )
-    options = options_for(ctx, form, ctx.settings.server.max_audio_s)
-    transcript = await ctx.vox.transcribe_file(job.input_path, options, model=form.model, progress=progress)
+    transcript = await transcribe_source(ctx, form, job.input_path, ctx.settings.server.max_audio_s, progress=progress)
     ctx.metrics.on_transcript(transcript, model_name, "job")
     return to_verbose_json(transcript)

@@ -41,8 +41,10 @@ async def metrics(request: Request) -> Response:
     except Exception as exc:  # noqa: BLE001
         return error_response(exc)
     for service_name in ctx.vox.pool.loaded():
-        ctx.metrics.queue_depth.labels(service_name).set(ctx.vox.pool.asr(service_name).batcher.queue_depth)
+        ctx.metrics.queue_depth.labels(service_name).set(ctx.vox.pool.asr(service_name).queue_depth)
     ctx.metrics.inflight.set(ctx.limiter.inflight)
+    sessions = ctx.extras.get("live_sessions", ())
+    ctx.metrics.live_behind.set(max((s.pending_s for s in sessions), default=0.0))
     return Response(ctx.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 

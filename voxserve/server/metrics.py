@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from voxserve.types import Transcript
 
 RTFX_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
 LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10, 30, 60, 300)
+AGENT_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1, 1.25, 1.5, 2, 3, 5)
 
 
 class Metrics:
@@ -33,6 +36,27 @@ class Metrics:
         self.errors = Counter("voxserve_errors", "Errors by type", ["type"], registry=r)
         self.inflight = Gauge("voxserve_inflight_requests", "Transcriptions in progress", registry=r)
         self.jobs = Gauge("voxserve_jobs", "Jobs by status (as last seen)", ["status"], registry=r)
+        self.live_streams = Gauge("voxserve_live_streams", "Active live transcription sessions", registry=r)
+        self.live_final_latency = Histogram(
+            "voxserve_live_final_latency_seconds", "End of speech (or commit) to final text",
+            buckets=(0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2, 5), registry=r,
+        )
+        self.live_partials = Counter("voxserve_live_partials", "Partial hypotheses sent", registry=r)
+        self.live_dropped_events = Counter("voxserve_live_dropped_events", "Partial events dropped for slow readers", registry=r)
+        self.live_behind = Gauge("voxserve_live_behind_seconds", "Most audio any live stream has not yet processed", registry=r)
+        self.replica_events = Counter(
+            "voxserve_replica_events", "Ray replica events: started, lost, recovered, retried (requests re-sent)",
+            ["model", "event"], registry=r,
+        )
+        self.replicas = Gauge("voxserve_replicas_in_service", "Ray replicas in service", ["model"], registry=r)
+        self.agent_reply_latency = Histogram(
+            "voxserve_agent_reply_latency_seconds",
+            "Voice agent: end of user speech to first reply audio (part=total) and its parts (end_of_turn, asr, "
+            "llm_ttft, tts_ttfb, retrieval)", ["part"], buckets=AGENT_BUCKETS, registry=r,
+        )
+        self.agent_responses = Counter("voxserve_agent_responses", "Agent responses by status", ["status"], registry=r)
+        self.agent_interruptions = Counter("voxserve_agent_interruptions", "Replies the user interrupted", registry=r)
+        self.agent_sessions = Gauge("voxserve_agent_sessions", "Active voice agent conversations", registry=r)
 
     def on_batch(self, name: str, size: int, wait_s: float, run_s: float, queue_depth: int) -> None:
         """BatchObserver: one model batch ran."""
@@ -48,6 +72,28 @@ class Metrics:
         self.retries.inc(t.stats.retries)
         self.rechunks.inc(t.stats.rechunks)
         self.guard_failures.inc(t.stats.guard_failures)
+
+    def on_replica_event(self, model: str, replica: str, event: str) -> None:
+        """ReplicaObserver (``voxserve.distributed``): a Ray replica started, was lost or recovered, or a
+        request was re-sent to another replica."""
+        self.replica_events.labels(model, event).inc()
+        if event in ("started", "recovered"):
+            self.replicas.labels(model).inc()
+        elif event == "lost":
+            self.replicas.labels(model).dec()
+
+    def on_reply_latency(self, latency: Any) -> None:
+        """AgentObserver: a voice turn's reply started to play (``voxserve.agent.events.ReplyLatency``)."""
+        for part in ("total", "end_of_turn", "asr", "llm_ttft", "tts_ttfb", "retrieval"):
+            self.agent_reply_latency.labels(part).observe(getattr(latency, f"{part}_s"))
+
+    def on_response_done(self, status: str) -> None:
+        """AgentObserver: a response ended."""
+        self.agent_responses.labels(status).inc()
+
+    def on_interruption(self) -> None:
+        """AgentObserver: the user cut a reply short."""
+        self.agent_interruptions.inc()
 
     def render(self) -> bytes:
         """The text exposition format."""

@@ -11,8 +11,9 @@ import hmac
 import ipaddress
 import json
 from collections import defaultdict
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 

@@ -12,19 +12,25 @@ from voxserve.config import Settings
 from voxserve.server.app import create_app
 
 
+def uvicorn_config(app: Any, settings: Settings, host: str, port: int, log_level: str = "info") -> uvicorn.Config:
+    """The one uvicorn configuration of voxserve (sans-I/O websockets, message size limit, lifespan on)."""
+    return uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, ws="websockets-sansio", lifespan="on",
+        ws_max_size=int(settings.live.max_message_mb * 1024 * 1024), timeout_graceful_shutdown=10,
+    )
+
+
 class ServerThread:
     """``with ServerThread(settings) as s: httpx.get(s.url + "/health")`` — uvicorn on 127.0.0.1, any free port."""
 
     def __init__(self, settings: Settings, start_timeout_s: float = 180.0) -> None:
         self.settings = settings
         self.app = create_app(settings)
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", ws="websockets-sansio",
-                                lifespan="on")
-        self.server = uvicorn.Server(config)
+        self.server = uvicorn.Server(uvicorn_config(self.app, settings, "127.0.0.1", 0, "warning"))
         self._thread = threading.Thread(target=self.server.run, name="voxserve-server", daemon=True)
         self._timeout = start_timeout_s
 
-    def __enter__(self) -> "ServerThread":
+    def __enter__(self) -> ServerThread:
         self._thread.start()
         deadline = time.monotonic() + self._timeout
         while not self.server.started:

@@ -7,8 +7,9 @@ from the start of its first token to the start of the next word's first token.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -1,0 +1,754 @@
+"""The live transcriber end to end on synthetic audio, with fakes only (no model).
+
+Speech is a tone burst, silence is zeros; ``FakeVad`` marks loud frames as speech. The scripted recogniser
+answers by the dominant frequency of the audio it is sent (one phrase per "speaker"), or by its length, and
+records every request it saw (audio, options), so the tests know which request belonged to which
+utterance and what prompt it carried. Every test runs its own event loop with ``asyncio.run``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pytest
+
+from voxserve.backends.base import AsrRequest, AsrResult, DecodeOptions
+from voxserve.backends.fakes import FakeAsr, FakeVad
+from voxserve.engine.batcher import BatcherConfig, MicroBatcher
+from voxserve.engine.executor import BlockingExecutor
+from voxserve.engine.pool import AsrService
+from voxserve.errors import BackendError, InvalidInput, Overloaded
+from voxserve.streaming.live_asr import LiveOptions, LiveStream, LiveTranscriber
+from voxserve.streaming.live_events import (
+    Cleared,
+    Committed,
+    LiveEvent,
+    Partial,
+    SpeechStarted,
+    SpeechStopped,
+    StreamError,
+    TranscriptCompleted,
+    TranscriptDelta,
+    TranscriptFailed,
+)
+from voxserve.types import SAMPLE_RATE
+
+pytestmark = pytest.mark.timeout(10)
+
+SR = SAMPLE_RATE
+FRAME = 512
+PHRASES = {300: "hello there general kenobi", 500: "good morning to you", 700: "the third utterance"}
+LOOP = " ".join(["ask not"] * 8)
+CORRECT = "ask not what your country can do for you"
+CORE = (SpeechStarted, SpeechStopped, Committed, TranscriptCompleted)
+
+
+# ------------------------------------------------------------------------------------------- audio
+
+
+def tone(seconds: float, freq: float, amp: float = 0.3) -> np.ndarray:
+    t = np.arange(int(seconds * SR)) / SR
+    return (amp * np.sin(2 * np.pi * freq * t)).astype(np.float32)
+
+
+def silence(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * SR), np.float32)
+
+
+def dominant_freq(audio: np.ndarray) -> int:
+    """The loudest frequency of the audio, rounded to 100 Hz (0 for silence)."""
+    if len(audio) == 0 or float(np.max(np.abs(audio))) < 1e-3:
+        return 0
+    spectrum = np.abs(np.fft.rfft(audio))
+    hz = np.argmax(spectrum) * SR / len(audio)
+    return int(round(hz / 100.0) * 100)
+
+
+def phrase_script(audio: np.ndarray, options: DecodeOptions) -> str:
+    return PHRASES.get(dominant_freq(audio), "")
+
+
+def speech_words_script(audio: np.ndarray, options: DecodeOptions) -> str:
+    """``w0 w1 ...``: four words per second of loud audio (silence adds none, as with a real speaker)."""
+    usable = len(audio) // 160 * 160
+    frames = np.asarray(audio[:usable]).reshape(-1, 160)
+    loud_s = int(np.sum(np.sqrt(np.mean(frames**2, axis=1)) > 0.01)) * 160 / SR
+    return " ".join(f"w{i}" for i in range(int(round(loud_s * 4.0))))
+
+
+# ------------------------------------------------------------------------------------ the recogniser
+
+
+@dataclass
+class ScriptedAsr(FakeAsr):
+    """FakeAsr that records each request (flattened) and can stall per request (``delay_for``)."""
+
+    delay_for: Callable[[AsrRequest], float] | None = None
+    hook: Callable[[list[AsrRequest]], None] | None = None
+    requests: list[AsrRequest] = field(default_factory=list)
+
+    def transcribe_batch(self, requests):  # type: ignore[no-untyped-def]
+        with self._lock:
+            self.requests.extend(requests)
+        if self.hook is not None:
+            self.hook(list(requests))
+        if self.delay_for is not None:
+            time.sleep(max(self.delay_for(r) for r in requests))
+        return super().transcribe_batch(requests)
+
+    def requests_for(self, freq: int) -> list[AsrRequest]:
+        return [r for r in self.requests if dominant_freq(r.audio) == freq]
+
+
+@contextmanager
+def service(asr: FakeAsr, workers: int = 1) -> Iterator[AsrService]:
+    batcher: MicroBatcher[AsrRequest, AsrResult] = MicroBatcher(
+        asr.transcribe_batch, BatcherConfig(max_batch_size=8, max_wait_ms=1.0, offline_wait_ms=1.0, workers=workers),
+        name="fake",
+    )
+    try:
+        yield AsrService(asr, batcher)
+    finally:
+        batcher.close(timeout_s=2.0)
+
+
+@contextmanager
+def transcriber(asr: FakeAsr, workers: int = 1) -> Iterator[LiveTranscriber]:
+    executor = BlockingExecutor()
+    with service(asr, workers) as svc:
+        try:
+            yield LiveTranscriber(svc, FakeVad, executor)
+        finally:
+            executor.shutdown()
+
+
+async def push_paced(stream: LiveStream, audio: np.ndarray, block_s: float = 0.1, pause_s: float = 0.0) -> None:
+    """Push in blocks, yielding to the loop after each (as a socket reader would)."""
+    step = int(block_s * SR)
+    for i in range(0, len(audio), step):
+        stream.push(audio[i : i + step])
+        await asyncio.sleep(pause_s)
+
+
+async def drain(stream: LiveStream, timeout_s: float = 3.0) -> list[LiveEvent]:
+    events: list[LiveEvent] = []
+
+    async def consume() -> None:
+        async for ev in stream:
+            events.append(ev)
+
+    await asyncio.wait_for(consume(), timeout_s)
+    return events
+
+
+def run_stream(
+    live: LiveTranscriber,
+    options: LiveOptions,
+    feed: Callable[[LiveStream], Awaitable[None]],
+    timeout_s: float = 3.0,
+) -> list[LiveEvent]:
+    """Open a stream, run ``feed`` while consuming events, and return every event until the stream ends."""
+
+    async def main() -> list[LiveEvent]:
+        stream = live.stream(options)
+        consumer = asyncio.ensure_future(drain(stream, timeout_s))
+        await feed(stream)
+        events = await consumer
+        await stream.aclose()
+        return events
+
+    return asyncio.run(main())
+
+
+def of(events: list[LiveEvent], kind: type) -> list:  # type: ignore[type-arg]
+    return [e for e in events if isinstance(e, kind)]
+
+
+def two_bursts() -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """0.5 s silence, 1 s tone at 300 Hz, 1 s silence, 1 s tone at 500 Hz, 1 s silence."""
+    audio = np.concatenate([silence(0.5), tone(1.0, 300), silence(1.0), tone(1.0, 500), silence(1.0)])
+    return audio, [(int(0.5 * SR), int(1.5 * SR)), (int(2.5 * SR), int(3.5 * SR))]
+
+
+NO_PARTIALS = LiveOptions(partial_interval_ms=0)
+
+
+# ------------------------------------------------------------------------------------ server VAD
+
+
+def test_two_bursts_give_two_items_in_order_with_chained_commits() -> None:
+    audio, bursts = two_bursts()
+    asr = ScriptedAsr(script=phrase_script)
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio)
+        s.end_input()
+
+    with transcriber(asr) as live:
+        events = run_stream(live, NO_PARTIALS, feed)
+
+    first, second = [e.item_id for e in of(events, SpeechStarted)]
+    assert first != second
+    for item in (first, second):  # the two items' events may interleave; each item's are in order
+        assert [type(e) for e in events if isinstance(e, CORE) and e.item_id == item] == list(CORE)
+    assert of(events, Committed) == [Committed(first, None), Committed(second, first)]
+    assert events.index(of(events, SpeechStopped)[0]) < events.index(of(events, SpeechStarted)[1])
+    done = of(events, TranscriptCompleted)
+    assert [d.text for d in done] == [PHRASES[300], PHRASES[500]]
+    assert not of(events, Partial) and not of(events, StreamError) and not of(events, TranscriptFailed)
+    # Without partials the only delta is the final one, and it carries the whole text.
+    assert [(d.item_id, d.delta) for d in of(events, TranscriptDelta)] == [(first, PHRASES[300]), (second, PHRASES[500])]
+
+    pad, end_pad = 300 * SR // 1000, 150 * SR // 1000
+    for (b_start, b_end), started, stopped, completed in zip(
+        bursts, of(events, SpeechStarted), of(events, SpeechStopped), done, strict=True
+    ):
+        # VAD frames are 512 samples: the detected edges lie within one frame of the true ones.
+        assert b_start - pad - FRAME <= started.start <= b_start - pad
+        assert b_end + end_pad <= stopped.end <= b_end + end_pad + FRAME
+        assert (completed.start, completed.end) == (started.start, stopped.end)
+        assert completed.latency_s >= 0.0
+        assert started.start_ms == int(started.start / SR * 1000)
+    # The recogniser was sent exactly each item's audio.
+    finals = [r for r in asr.requests if len(r.audio) in {d.end - d.start for d in done}]
+    assert [dominant_freq(r.audio) for r in finals] == [300, 500]
+    np.testing.assert_array_equal(finals[0].audio, audio[done[0].start : done[0].end])
+    assert finals[0].options.max_new_tokens == 10 + int(10 * len(finals[0].audio) / SR)
+
+
+def test_prefix_padding_is_clamped_at_zero() -> None:
+    audio = np.concatenate([silence(0.1), tone(0.8, 300), silence(1.0)])
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio)
+        s.end_input()
+
+    with transcriber(ScriptedAsr(script=phrase_script)) as live:
+        events = run_stream(live, NO_PARTIALS, feed)
+    assert [e.start for e in of(events, SpeechStarted)] == [0]
+    assert [(d.start, d.text) for d in of(events, TranscriptCompleted)] == [(0, PHRASES[300])]
+
+
+def test_second_utterance_is_prompted_with_the_first_text_bounded_by_max_prompt_chars() -> None:
+    audio, _ = two_bursts()
+    audio = np.concatenate([audio, tone(1.0, 700), silence(1.0)])
+    asr = ScriptedAsr(script=phrase_script)
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio)
+        s.end_input()
+
+    options = replace(NO_PARTIALS, max_prompt_chars=12, decode=replace(NO_PARTIALS.decode, prompt="Glossary: Kenobi."))
+    with transcriber(asr) as live:
+        events = run_stream(live, options, feed)
+    assert [d.text for d in of(events, TranscriptCompleted)] == [PHRASES[300], PHRASES[500], PHRASES[700]]
+    prompts = [[r.options.prompt for r in asr.requests_for(f)] for f in (300, 500, 700)]
+    assert prompts[0] == ["Glossary: Kenobi."[-12:]]  # the client's own prompt, trimmed
+    assert prompts[1] == [("Glossary: Kenobi. " + PHRASES[300])[-12:]] == ["neral kenobi"]
+    assert prompts[2] == [(PHRASES[300] + " " + PHRASES[500])[-12:]] == ["rning to you"]
+
+
+def test_second_utterance_prompt_is_the_whole_first_text_when_it_fits() -> None:
+    audio, _ = two_bursts()
+    asr = ScriptedAsr(script=phrase_script)
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio)
+        s.end_input()
+
+    with transcriber(asr) as live:
+        run_stream(live, NO_PARTIALS, feed)
+    assert [r.options.prompt for r in asr.requests_for(300)] == [None]
+    assert [r.options.prompt for r in asr.requests_for(500)] == [PHRASES[300]]
+
+
+def test_finals_are_in_utterance_order_when_the_first_is_slower() -> None:
+    audio, _ = two_bursts()
+    asr = ScriptedAsr(script=phrase_script, delay_for=lambda r: 0.4 if dominant_freq(r.audio) == 300 else 0.0)
+
+    async def feed(s: LiveStream) -> None:
+        s.push(audio)  # all at once: the second utterance is committed while the first is still decoding
+        s.end_input()
+
+    with transcriber(asr, workers=2) as live:
+        events = run_stream(live, NO_PARTIALS, feed)
+    committed = of(events, Committed)
+    done = of(events, TranscriptCompleted)
+    assert [d.item_id for d in done] == [c.item_id for c in committed]
+    assert [d.text for d in done] == [PHRASES[300], PHRASES[500]]
+    # Both were committed before the first final arrived, and the second still waited for it (its prompt).
+    assert events.index(committed[1]) < events.index(done[0])
+    assert [r.options.prompt for r in asr.requests_for(500)] == [PHRASES[300]]
+
+
+# ---------------------------------------------------------------------------------------- manual mode
+
+MANUAL = LiveOptions(vad=None, partial_interval_ms=0)
+
+
+def test_manual_mode_waits_for_commit_and_transcribes_everything_since_the_last_one() -> None:
+    asr = ScriptedAsr(script=phrase_script)
+    seen: list[list[LiveEvent]] = []
+
+    async def main() -> list[LiveEvent]:
+        s = live.stream(MANUAL)
+        events: list[LiveEvent] = []
+
+        async def consume() -> None:
+            async for ev in s:
+                events.append(ev)
+
+        consumer = asyncio.ensure_future(consume())
+        a1 = np.concatenate([silence(0.5), tone(1.0, 300), silence(1.0)])  # speech and silence: no VAD
+        s.push(a1)
+        await asyncio.sleep(0.1)
+        seen.append(list(events))
+        assert asr.requests == []
+        s.commit()
+        await _until(lambda: len(of(events, TranscriptCompleted)) == 1)
+        a2 = tone(0.5, 500)
+        s.push(a2[:4000])
+        s.push(a2[4000:])
+        s.commit()
+        s.end_input()
+        await asyncio.wait_for(consumer, 3)
+        return events
+
+    with transcriber(asr) as live:
+        events = asyncio.run(main())
+    assert seen == [[]]  # nothing at all before the commit
+    assert not of(events, SpeechStarted) and not of(events, SpeechStopped)  # no VAD, no speech events
+    assert [type(e) for e in events if not isinstance(e, TranscriptDelta)] == [
+        Committed, TranscriptCompleted, Committed, TranscriptCompleted
+    ]
+    c1, c2 = of(events, Committed)
+    assert c1.previous_item_id is None and c2.previous_item_id == c1.item_id
+    done = of(events, TranscriptCompleted)
+    assert [(d.item_id, d.text, d.start, d.end) for d in done] == [
+        (c1.item_id, PHRASES[300], 0, int(2.5 * SR)),
+        (c2.item_id, PHRASES[500], int(2.5 * SR), int(3.0 * SR)),
+    ]
+    assert [len(r.audio) for r in asr.requests] == [int(2.5 * SR), int(0.5 * SR)]
+
+
+def test_manual_commit_of_nothing_is_an_error_and_the_stream_goes_on() -> None:
+    asr = ScriptedAsr(script=phrase_script)
+
+    async def feed(s: LiveStream) -> None:
+        s.commit()
+        s.push(tone(0.5, 300))
+        s.commit()
+        s.commit()  # nothing new since the last commit
+        s.end_input()
+
+    with transcriber(asr) as live:
+        events = run_stream(live, MANUAL, feed)
+    errors = of(events, StreamError)
+    assert [e.code for e in errors] == ["input_audio_buffer_commit_empty"] * 2
+    assert isinstance(events[0], StreamError)
+    assert [d.text for d in of(events, TranscriptCompleted)] == [PHRASES[300]]
+    assert len(asr.requests) == 1
+
+
+def test_clear_drops_uncommitted_audio() -> None:
+    asr = ScriptedAsr(script=phrase_script)
+
+    async def feed(s: LiveStream) -> None:
+        s.push(tone(1.0, 300))
+        s.clear()
+        s.commit()  # the cleared audio is gone: nothing to commit
+        s.push(tone(0.5, 500))
+        s.commit()
+        s.end_input()
+
+    with transcriber(asr) as live:
+        events = run_stream(live, MANUAL, feed)
+    kinds = [type(e) for e in events if not isinstance(e, TranscriptDelta)]
+    assert kinds == [Cleared, StreamError, Committed, TranscriptCompleted]
+    done = of(events, TranscriptCompleted)
+    assert [(d.text, d.start, d.end) for d in done] == [(PHRASES[500], SR, int(1.5 * SR))]
+    assert [dominant_freq(r.audio) for r in asr.requests] == [500]
+
+
+def test_clear_with_server_vad_drops_open_speech() -> None:
+    asr = ScriptedAsr(script=phrase_script)
+
+    async def feed(s: LiveStream) -> None:
+        s.push(np.concatenate([silence(0.3), tone(0.6, 300)]))
+        s.clear()
+        s.push(np.concatenate([silence(0.5), tone(0.6, 500), silence(1.0)]))
+        s.end_input()
+
+    with transcriber(asr) as live:
+        events = run_stream(live, NO_PARTIALS, feed)
+    assert Cleared() in events
+    assert [d.text for d in of(events, TranscriptCompleted)] == [PHRASES[500]]
+    assert [dominant_freq(r.audio) for r in asr.requests] == [500]
+    # The new item starts after the cleared audio (0.9 s), with its prefix padding.
+    assert of(events, TranscriptCompleted)[0].start >= int(0.9 * SR)
+
+
+# ------------------------------------------------------------------------------------------ partials
+
+
+def _check_partials(events: list[LiveEvent], item: str) -> None:
+    """Deltas only ever append what the two latest partials agreed on; the final delta completes them."""
+    emitted, hypotheses = "", []
+    for i, ev in enumerate(events):
+        if isinstance(ev, Partial) and ev.item_id == item:
+            hypotheses.append(ev.text)
+        elif isinstance(ev, TranscriptDelta) and ev.item_id == item:
+            emitted += ev.delta
+            if not isinstance(events[i + 1], TranscriptCompleted):  # a delta from partials
+                assert len(hypotheses) >= 2
+                assert emitted == _common_words(hypotheses[-2], hypotheses[-1])
+        elif isinstance(ev, TranscriptCompleted) and ev.item_id == item:
+            assert emitted == ev.text
+            return
+    raise AssertionError("the item never completed")
+
+
+def _common_words(a: str, b: str) -> str:
+    out = []
+    for x, y in zip(a.split(), b.split(), strict=False):
+        if x != y:
+            break
+        out.append(x)
+    return " ".join(out)
+
+
+def test_partials_and_append_only_deltas_during_long_speech() -> None:
+    asr = ScriptedAsr(script=speech_words_script)
+    audio = np.concatenate([silence(0.3), tone(3.0, 300), silence(1.0)])
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio, block_s=0.05, pause_s=0.004)
+        s.end_input()
+
+    with transcriber(asr) as live:
+        events = run_stream(live, LiveOptions(partial_interval_ms=200), feed)
+    (done,) = of(events, TranscriptCompleted)
+    partials = of(events, Partial)
+    assert len(partials) >= 4
+    assert all(p.item_id == done.item_id for p in partials)
+    # Each partial is what the recogniser says for the item's audio up to the partial's end, and the ends
+    # advance by at least the interval (the trailing silence may still be inside the open utterance).
+    for p in partials:
+        assert p.text == speech_words_script(audio[done.start : p.end], DecodeOptions())
+        assert done.start < p.end <= done.end + 500 * SR // 1000
+    assert all(b.end - a.end >= 200 * SR // 1000 for a, b in zip(partials, partials[1:], strict=False))
+    stopped = events.index(of(events, SpeechStopped)[0])
+    assert all(events.index(p) < stopped for p in partials)
+    # Deltas append only agreed words, and together they are exactly the final text.
+    deltas = of(events, TranscriptDelta)
+    assert len(deltas) >= 3
+    assert done.text == speech_words_script(audio[done.start : done.end], DecodeOptions()) == "".join(
+        d.delta for d in deltas
+    )
+    assert done.text == " ".join(f"w{i}" for i in range(12))
+    _check_partials(events, done.item_id)
+    first_delta = events.index(deltas[0])
+    assert sum(isinstance(e, Partial) for e in events[:first_delta]) >= 2  # agreement needs two hypotheses
+
+
+def test_partials_are_not_requested_while_the_engine_queue_is_busy() -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def hook(batch: list[AsrRequest]) -> None:
+        if any(r.options.prompt == "blocker" for r in batch):
+            started.set()
+            release.wait(5)
+
+    asr = ScriptedAsr(script=speech_words_script, hook=hook)
+    audio = np.concatenate([silence(0.3), tone(2.5, 300), silence(1.0)])
+    busy_until = int(1.8 * SR)
+
+    async def main() -> tuple[list[LiveEvent], int]:
+        s = live.stream(LiveOptions(partial_interval_ms=100))
+        consumer = asyncio.ensure_future(drain(s))
+        svc = live.asr
+        assert isinstance(svc, AsrService)
+        blocker = asyncio.ensure_future(svc.transcribe(AsrRequest(tone(0.2, 900), DecodeOptions(prompt="blocker"))))
+        await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
+        filler = asyncio.ensure_future(svc.transcribe(AsrRequest(tone(0.2, 900))))
+        await _until(lambda: svc.batcher.queue_depth == 1)  # one worker busy, one item waiting
+        assert svc.busy
+        await push_paced(s, audio[:busy_until], block_s=0.05, pause_s=0.004)
+        await asyncio.sleep(0.05)
+        during = len(asr.requests)
+        release.set()
+        await _until(lambda: svc.batcher.queue_depth == 0)
+        await push_paced(s, audio[busy_until:], block_s=0.05, pause_s=0.004)
+        s.end_input()
+        events = await consumer
+        await asyncio.gather(blocker, filler)
+        return events, during
+
+    with transcriber(asr) as live:
+        events, during = asyncio.run(main())
+    assert during == 1  # only the blocker reached the model while the queue was busy
+    partials = of(events, Partial)
+    assert partials, "partials resume once the queue is free"
+    assert all(p.end > busy_until for p in partials)
+    assert [d.text for d in of(events, TranscriptCompleted)] == [" ".join(f"w{i}" for i in range(10))]
+
+
+def test_a_partial_that_returns_after_its_utterance_ended_is_dropped() -> None:
+    release, calls = threading.Event(), []
+
+    def hook(batch: list[AsrRequest]) -> None:  # the first request (a partial) outlives its utterance
+        calls.append(len(batch))
+        if len(calls) == 1:
+            release.wait(5)
+
+    asr = ScriptedAsr(script=speech_words_script, hook=hook)
+    audio = np.concatenate([silence(0.3), tone(1.0, 300), silence(1.0)])
+
+    async def main() -> list[LiveEvent]:
+        s = live.stream(LiveOptions(partial_interval_ms=100))
+        events: list[LiveEvent] = []
+
+        async def consume() -> None:
+            async for ev in s:
+                events.append(ev)
+
+        consumer = asyncio.ensure_future(consume())
+        await push_paced(s, audio, block_s=0.05, pause_s=0.004)
+        await _until(lambda: bool(of(events, TranscriptCompleted)))  # the final overtook the stuck partial
+        release.set()
+        await _until(lambda: s._partial_task is not None and s._partial_task.done())
+        s.end_input()
+        await asyncio.wait_for(consumer, 3)
+        return events
+
+    with transcriber(asr, workers=2) as live:
+        try:
+            events = asyncio.run(main())
+        finally:
+            release.set()
+    (done,) = of(events, TranscriptCompleted)
+    assert done.text == " ".join(f"w{i}" for i in range(4))
+    assert not of(events, Partial)
+    assert of(events, TranscriptDelta) == [TranscriptDelta(done.item_id, done.text)]
+    assert len(asr.requests) == 2  # the stuck partial and the final
+
+
+# ------------------------------------------------------------------------------- hallucination guard
+
+
+def test_looping_first_window_is_retried_and_the_correct_text_wins() -> None:
+    def script(audio: np.ndarray, options: DecodeOptions) -> str:
+        return CORRECT if options.window == "full" else LOOP
+
+    asr = ScriptedAsr(script=script)
+    audio = np.concatenate([silence(0.3), tone(2.5, 300), silence(1.0)])
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio, block_s=0.05, pause_s=0.002)
+        s.end_input()
+
+    with transcriber(asr) as live:
+        events = run_stream(live, LiveOptions(partial_interval_ms=200), feed)
+    (done,) = of(events, TranscriptCompleted)
+    assert done.text == CORRECT
+    assert not of(events, Partial)  # looping partials are never shown
+    finals = [r for r in asr.requests if len(r.audio) == done.end - done.start]
+    assert [(r.options.window, r.options.fit_step_s) for r in finals] == [("fit", 5.0), ("fit", 10.0), ("full", 30.0)]
+    assert "".join(d.delta for d in of(events, TranscriptDelta)) == CORRECT
+
+
+def test_when_every_window_loops_the_phrase_is_kept_once() -> None:
+    asr = ScriptedAsr(script=lambda audio, options: LOOP)
+    audio = np.concatenate([silence(0.3), tone(1.5, 300), silence(1.0)])
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio)
+        s.end_input()
+
+    with transcriber(asr) as live:
+        events = run_stream(live, NO_PARTIALS, feed)
+    assert [d.text for d in of(events, TranscriptCompleted)] == ["ask not"]
+    assert len(asr.requests) == 3
+
+
+def test_silence_verdict_gives_an_empty_transcript_and_no_prompt() -> None:
+    asr = ScriptedAsr(script=phrase_script, no_speech_prob=0.9, logprob=-1.5)
+    audio, _ = two_bursts()
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio)
+        s.end_input()
+
+    with transcriber(asr) as live:
+        events = run_stream(live, NO_PARTIALS, feed)
+    assert [d.text for d in of(events, TranscriptCompleted)] == ["", ""]
+    assert not of(events, TranscriptDelta)
+    assert [r.options.prompt for r in asr.requests] == [None, None]
+    assert len(asr.requests) == 2  # silence is a verdict, not a retry
+
+
+# ---------------------------------------------------------------------------------- long utterances
+
+
+def test_speech_longer_than_max_utterance_is_split_without_losing_audio() -> None:
+    asr = ScriptedAsr(script=phrase_script)
+    audio = np.concatenate([silence(0.5), tone(5.0, 300), silence(1.0)])
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio)
+        s.end_input()
+
+    options = replace(NO_PARTIALS, max_utterance_s=2.0)
+    with transcriber(asr) as live:
+        events = run_stream(live, options, feed)
+    done = of(events, TranscriptCompleted)
+    assert len(done) >= 3
+    assert len({d.item_id for d in done}) == len(done)
+    assert [c.item_id for c in of(events, Committed)] == [d.item_id for d in done]
+    # Consecutive items cover the speech without gaps or overlaps, each at most max_utterance_s long.
+    for a, b in zip(done, done[1:], strict=False):
+        assert a.end == b.start
+    assert all(0 < d.end - d.start <= 2.0 * SR + FRAME for d in done)
+    assert done[0].start <= int(0.5 * SR) and done[-1].end >= int(5.5 * SR)
+    assert all(d.text == PHRASES[300] for d in done)
+    # Each item's request holds exactly its own audio.
+    lengths = sorted(len(r.audio) for r in asr.requests)
+    assert lengths == sorted(d.end - d.start for d in done)
+    assert sum(lengths) == done[-1].end - done[0].start
+
+
+# ----------------------------------------------------------------------------------- ending a stream
+
+
+def test_end_input_finishes_open_speech_and_ends_iteration() -> None:
+    asr = ScriptedAsr(script=phrase_script)
+    audio = np.concatenate([silence(0.5), tone(1.0, 300)])  # no trailing silence: speech still open
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio)
+        s.end_input()
+
+    with transcriber(asr) as live:
+        events = run_stream(live, NO_PARTIALS, feed)
+    assert [type(e) for e in events if isinstance(e, CORE)] == list(CORE)
+    (done,) = of(events, TranscriptCompleted)
+    assert done.text == PHRASES[300]
+    assert done.end == len(audio) // FRAME * FRAME  # up to the last scored frame
+
+
+def test_end_input_without_speech_ends_iteration_with_no_events() -> None:
+    async def feed(s: LiveStream) -> None:
+        s.push(silence(1.0))
+        s.end_input()
+
+    with transcriber(ScriptedAsr(script=phrase_script)) as live:
+        assert run_stream(live, NO_PARTIALS, feed) == []
+
+
+def test_aclose_mid_utterance_ends_iteration_promptly_and_leaves_no_tasks() -> None:
+    in_model, release = threading.Event(), threading.Event()
+
+    def hook(batch: list[AsrRequest]) -> None:  # the partial stays in the model until the test is over
+        in_model.set()
+        release.wait(5)
+
+    asr = ScriptedAsr(script=speech_words_script, hook=hook)
+
+    async def main() -> tuple[list[LiveEvent], float, set[asyncio.Task[object]]]:
+        s = live.stream(LiveOptions(partial_interval_ms=100))
+        consumer = asyncio.ensure_future(drain(s))
+        await push_paced(s, np.concatenate([silence(0.3), tone(1.5, 300)]), block_s=0.05, pause_s=0.004)
+        await asyncio.get_running_loop().run_in_executor(None, in_model.wait, 5)  # a partial is in flight
+        t0 = time.monotonic()
+        await s.aclose()
+        events = await asyncio.wait_for(consumer, 1.0)
+        elapsed = time.monotonic() - t0
+        with pytest.raises(InvalidInput):
+            s.push(silence(0.1))
+        await asyncio.sleep(0)
+        others = {t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()}
+        return events, elapsed, others
+
+    with transcriber(asr) as live:
+        try:
+            events, elapsed, others = asyncio.run(main())
+        finally:
+            release.set()
+    assert elapsed < 0.3
+    assert others == set()
+    assert of(events, SpeechStarted) and not of(events, TranscriptCompleted)
+
+
+def test_push_after_close_raises_invalid_input() -> None:
+    async def main() -> None:
+        s = live.stream(NO_PARTIALS)
+        await s.aclose()
+        with pytest.raises(InvalidInput, match="closed"):
+            s.push(tone(0.1, 300))
+
+    with transcriber(ScriptedAsr(script=phrase_script)) as live:
+        asyncio.run(main())
+
+
+def test_push_far_faster_than_processing_raises_overloaded() -> None:
+    async def main() -> tuple[int, float, float]:
+        s = live.stream(replace(NO_PARTIALS, max_pending_s=1.0))
+        accepted = 0
+        with pytest.raises(Overloaded) as info:
+            for _ in range(100):  # no await in between: nothing gets scored
+                s.push(silence(0.25))
+                accepted += 1
+        behind = s.pending_s
+        await _until(lambda: s.pending_s == 0.0)
+        s.push(silence(0.25))  # caught up: accepted again
+        await s.aclose()
+        return accepted, behind, info.value.retry_after_s
+
+    with transcriber(ScriptedAsr(script=phrase_script)) as live:
+        accepted, behind, retry = asyncio.run(main())
+    assert accepted == 5  # 1.25 s pending is the first amount over the 1 s limit
+    assert behind == 1.25
+    assert retry == 1.0
+
+
+# -------------------------------------------------------------------------------------------- failures
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom"), BackendError("runtime failed", retryable=True)])
+def test_a_failing_utterance_fails_alone_and_the_next_completes(error: Exception) -> None:
+    def fail(r: AsrRequest) -> bool:
+        if dominant_freq(r.audio) == 300:
+            raise error
+        return False
+
+    asr = ScriptedAsr(script=phrase_script, fail_on=fail)
+    audio, _ = two_bursts()
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio)
+        s.end_input()
+
+    with transcriber(asr) as live:
+        events = run_stream(live, NO_PARTIALS, feed)
+    c1, c2 = of(events, Committed)
+    (failed,) = of(events, TranscriptFailed)
+    assert failed.item_id == c1.item_id and failed.message
+    assert [(d.item_id, d.text) for d in of(events, TranscriptCompleted)] == [(c2.item_id, PHRASES[500])]
+    assert [r.options.prompt for r in asr.requests_for(500)] == [None]  # a failed item gives no prompt
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+async def _until(condition: Callable[[], bool], timeout_s: float = 2.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.005)

@@ -1,0 +1,1 @@
+"""Speech synthesis backends: acoustic models (text -> frames) and audio decoders (frames -> samples)."""

@@ -1,0 +1,44 @@
+"""``voxserve bench diarize FILE...``: registration and command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from voxserve.errors import InvalidInput
+from voxserve.service import Voxserve
+
+
+def add_bench_diarize(bench_sub: Any, engine_args: Callable[[argparse.ArgumentParser], None], settings: Callable[..., Any]) -> None:
+    """Register ``bench diarize``."""
+    p = bench_sub.add_parser("diarize", help="diarization wall time vs transcription of the same files, per stage, DER")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--embedder", help="speaker embedder (default: the configured one)")
+    p.add_argument("--json", help="write the report here")
+    engine_args(p)
+    p.set_defaults(func=lambda a: cmd_bench_diarize(a, settings(a)))
+
+
+def cmd_bench_diarize(args: argparse.Namespace, settings: Any) -> int:
+    """Run the benchmark and print its table."""
+    from voxserve.bench.diarize import DiarizeBench, DiarizeBenchConfig, format_diarize
+
+    files = tuple(Path(f) for f in args.files)
+    for f in files:
+        if not f.is_file():
+            raise InvalidInput(f"{f} does not exist")
+    config = DiarizeBenchConfig(files=files, repeats=max(1, args.repeats), embedder=args.embedder, model=args.model)
+    vox = Voxserve(settings)
+    try:
+        report = DiarizeBench(vox, config, log=lambda s: print(s, file=sys.stderr)).run()
+    finally:
+        vox.close()
+    print(format_diarize(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0

@@ -1,0 +1,311 @@
+"""WebSocket ``/v1/realtime?intent=transcription``: the OpenAI Realtime transcription protocol.
+
+Transport only: bytes and JSON in, stream events out. Audio arrives as ``input_audio_buffer.append``
+(base64) or as raw binary frames of the session's format (documented extension for simple clients).
+A bad message gets an ``error`` event and the session goes on; a client that keeps sending bad messages,
+stops reading, or exceeds the frame limit is closed with the matching close code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from voxserve.audio.pcm import g711_alaw_to_float32, g711_ulaw_to_float32, pcm16_to_float32
+from voxserve.audio.resample import StreamResampler
+from voxserve.backends.registry import load_vad
+from voxserve.errors import InvalidInput, Overloaded, VoxserveError
+from voxserve.server.context import ServerContext, context
+from voxserve.server.errors import HttpError
+from voxserve.server.realtime_protocol import (
+    ProtocolError,
+    SessionConfig,
+    apply_update,
+    decode_audio_field,
+    error_event,
+    live_event,
+    parse_message,
+    server_event,
+)
+from voxserve.streaming.live_asr import LiveOptions, LiveStream, LiveTranscriber
+from voxserve.streaming.live_events import LiveEvent, Partial, TranscriptCompleted, TranscriptDelta
+from voxserve.streaming.vad import VadParams
+from voxserve.types import SAMPLE_RATE
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+MAX_ERRORS = 50
+OUTBOX = 512
+_CLIENT_EVENTS = {"session.update", "transcription_session.update", "input_audio_buffer.append",
+                  "input_audio_buffer.commit", "input_audio_buffer.clear"}
+
+
+def offered_key(ws: WebSocket) -> tuple[str | None, str | None]:
+    """(subprotocol to accept, API key) from browser-style ``openai-insecure-api-key.<key>`` subprotocols."""
+    offered = [p.strip() for p in ws.headers.get("sec-websocket-protocol", "").split(",") if p.strip()]
+    key = next((p.split(".", 1)[1] for p in offered if p.startswith("openai-insecure-api-key.")), None)
+    accept = "realtime" if "realtime" in offered else None
+    return accept, key
+
+
+async def authorize(ws: WebSocket, ctx: ServerContext) -> bool:
+    """Accept the socket; when the key is missing or wrong, say so and close with 1008."""
+    subprotocol, key = offered_key(ws)
+    await ws.accept(subprotocol=subprotocol)
+    try:
+        if key and ctx.keys.enabled and "authorization" not in ws.headers:
+            ws.scope["headers"] = [*ws.scope["headers"], (b"authorization", f"Bearer {key}".encode())]
+        ctx.client(ws)
+    except HttpError as exc:
+        await ws.send_text(json.dumps(error_event(InvalidInput(exc.message, code=exc.code or "invalid_api_key"))))
+        await ws.close(1008, "unauthorized")
+        return False
+    return True
+
+
+@router.websocket("/v1/realtime")
+async def realtime(ws: WebSocket) -> None:
+    """Entry point of Realtime sessions."""
+    ctx = context(ws)
+    if not await authorize(ws, ctx):
+        return
+    handler = ctx.extras.get("realtime_conversation")
+    if ws.query_params.get("intent") != "transcription":
+        if handler is not None:
+            await handler(ws, ctx)
+            return
+        await ws.send_text(json.dumps(error_event(InvalidInput("use ?intent=transcription", code="unsupported_intent"))))
+        await ws.close(1008, "unsupported intent")
+        return
+    sessions: set[TranscriptionSession] = ctx.extras.setdefault("live_sessions", set())
+    if not ctx.ready or len(sessions) >= ctx.settings.live.max_streams:
+        await ws.send_text(json.dumps(error_event(Overloaded("too many live streams; retry later"))))
+        await ws.close(1013, "try again later")
+        return
+    session = TranscriptionSession(ws, ctx)
+    sessions.add(session)
+    ctx.metrics.live_streams.set(len(sessions))
+    try:
+        await session.run()
+    finally:
+        sessions.discard(session)
+        ctx.metrics.live_streams.set(len(sessions))
+
+
+class AudioInput:
+    """Client audio bytes in the session's format -> 16 kHz float32."""
+
+    def __init__(self, encoding: str, rate: int) -> None:
+        self.encoding = encoding
+        self.rate = rate
+        self._resampler = StreamResampler(rate, SAMPLE_RATE) if rate != SAMPLE_RATE else None
+
+    def convert(self, data: bytes) -> np.ndarray:
+        if self.encoding == "pcm16":
+            if len(data) % 2:
+                raise ProtocolError("pcm16 audio must have an even number of bytes", code="invalid_audio", param="audio")
+            samples = pcm16_to_float32(data)
+        elif self.encoding == "ulaw":
+            samples = g711_ulaw_to_float32(data)
+        else:
+            samples = g711_alaw_to_float32(data)
+        return self._resampler.push(samples) if self._resampler is not None else samples
+
+
+class TranscriptionSession:
+    """One client's Realtime transcription session."""
+
+    def __init__(self, ws: WebSocket, ctx: ServerContext) -> None:
+        self.ws = ws
+        self.ctx = ctx
+        self.id = f"sess_{uuid.uuid4().hex[:20]}"
+        live = ctx.settings.live
+        self.config = SessionConfig(partial_interval_ms=live.partial_interval_ms)
+        self.outbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(OUTBOX)
+        self.errors = 0
+        self.stream: LiveStream | None = None
+        self.audio: AudioInput | None = None
+        self.forwarders: list[asyncio.Task[None]] = []
+        self._closing: tuple[int, str] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._received_samples = 0
+
+    @property
+    def pending_s(self) -> float:
+        """Audio received but not yet scored (how far this stream is behind real time)."""
+        return self.stream.pending_s if self.stream is not None else 0.0
+
+    async def run(self) -> None:
+        """Serve the session until the client leaves or is closed."""
+        writer = asyncio.ensure_future(self._write())
+        try:
+            self._start_stream()
+            self.send(server_event("session.created", session=self.config.public(self.id)))
+            self._reader = asyncio.ensure_future(self._read())
+            await asyncio.gather(self._reader, return_exceptions=True)
+        finally:
+            for task in self.forwarders:
+                task.cancel()
+            if self.stream is not None:
+                await self.stream.aclose()
+            writer.cancel()
+            await asyncio.gather(writer, *self.forwarders, return_exceptions=True)
+            if self.ws.application_state == WebSocketState.CONNECTED:
+                code, reason = self._closing or (1000, "")
+                try:
+                    await self.ws.close(code, reason)
+                except (RuntimeError, WebSocketDisconnect):
+                    pass  # the client left first
+
+    # ------------------------------------------------------------------------------------ reading
+
+    async def _read(self) -> None:
+        while self._closing is None:
+            try:
+                message = await self.ws.receive()
+            except (WebSocketDisconnect, RuntimeError):
+                return
+            if message["type"] == "websocket.disconnect":
+                return
+            try:
+                if message.get("bytes") is not None:
+                    self._append(message["bytes"])
+                elif message.get("text") is not None:
+                    self._handle(parse_message(message["text"]))
+            except VoxserveError as exc:
+                self._report(exc, None)
+
+    def _report(self, exc: VoxserveError, event_id: str | None) -> None:
+        self.errors += 1
+        self.send(error_event(exc, event_id))
+        if isinstance(exc, Overloaded):
+            self.close(1013, "too far behind real time")
+        elif self.errors > MAX_ERRORS:
+            self.close(1008, "too many invalid messages")
+
+    def _handle(self, event: dict[str, Any]) -> None:
+        kind = event["type"]
+        event_id = event.get("event_id") if isinstance(event.get("event_id"), str) else None
+        try:
+            if kind not in _CLIENT_EVENTS:
+                raise ProtocolError(f"unknown or unsupported event type {kind!r}", code="unknown_event", param="type")
+            if kind in ("session.update", "transcription_session.update"):
+                self._update(event)
+            elif kind == "input_audio_buffer.append":
+                self._append(decode_audio_field(event))
+            elif kind == "input_audio_buffer.commit":
+                self._require_stream().commit()
+            else:
+                self._require_stream().clear()
+        except VoxserveError as exc:
+            self._report(exc, event_id)
+
+    def _require_stream(self) -> LiveStream:
+        if self.stream is None:
+            raise ProtocolError("the session has no audio stream", code="no_stream")
+        return self.stream
+
+    def _append(self, data: bytes) -> None:
+        assert self.audio is not None
+        samples = self.audio.convert(data)
+        self._received_samples += len(samples)
+        self._require_stream().push(samples)
+
+    def _update(self, event: dict[str, Any]) -> None:
+        new = apply_update(self.config, event)
+        if new.model != self.config.model:
+            self.ctx.vox.asr(None if new.model == "whisper-1" else new.model)  # unknown -> ModelUnavailable
+        audio_changed = self._received_samples > 0 and self.stream is not None
+        self.config = new
+        if audio_changed:  # let the old stream finish its utterances, continue in a new one
+            assert self.stream is not None
+            self.stream.end_input()
+            self._start_stream()
+        else:
+            old, self.stream = self.stream, None
+            if old is not None:
+                self.forwarders.append(asyncio.ensure_future(old.aclose()))  # type: ignore[arg-type]
+            self._start_stream()
+        updated = "transcription_session.updated" if new.shape == "beta" else "session.updated"
+        self.send(server_event(updated, session=new.public(self.id)))
+
+    def _start_stream(self) -> None:
+        c = self.config
+        live = self.ctx.settings.live
+        model = None if c.model == "whisper-1" else c.model
+        service = self.ctx.vox.asr(model)
+        base = LiveOptions()
+        vad = None
+        if c.turn_detection is not None:
+            td = c.turn_detection
+            vad = VadParams(threshold=td.threshold, min_speech_ms=live.min_speech_ms, min_silence_ms=td.silence_duration_ms)
+        options = replace(
+            base,
+            vad=vad,
+            prefix_padding_ms=c.turn_detection.prefix_padding_ms if c.turn_detection else 0,
+            decode=replace(base.decode, language=c.language, prompt=c.prompt, fit_step_s=live.fit_step_s),
+            partial_interval_ms=c.partial_interval_ms,
+            speakers=c.speakers,
+            speaker_similarity=live.speaker_similarity,
+        )
+        embedder = self.ctx.vox.live_speaker_embedder() if c.speakers else None
+        transcriber = LiveTranscriber(service, load_vad, self.ctx.vox.executor, embedder)
+        self.stream = transcriber.stream(options, stream_id=self.id)  # on Ray: the session's streams stay on one replica
+        self.audio = AudioInput(c.encoding, c.sample_rate)
+        self._received_samples = 0
+        self.forwarders.append(asyncio.ensure_future(self._forward(self.stream)))
+
+    # ------------------------------------------------------------------------------------ writing
+
+    async def _forward(self, stream: LiveStream) -> None:
+        async for ev in stream:
+            self._observe(ev)
+            out = live_event(ev, self.config.partial_events)
+            if out is not None:
+                self.send(out, droppable=isinstance(ev, (Partial, TranscriptDelta)))
+
+    def _observe(self, ev: LiveEvent) -> None:
+        if isinstance(ev, TranscriptCompleted):
+            self.ctx.metrics.live_final_latency.observe(ev.latency_s)
+        elif isinstance(ev, Partial):
+            self.ctx.metrics.live_partials.inc()
+
+    def send(self, event: dict[str, Any], *, droppable: bool = False) -> None:
+        """Queue an event for the client; a client that stops reading is dropped rather than buffered."""
+        if self._closing is not None:
+            return
+        if self.outbox.full():
+            if droppable:
+                self.ctx.metrics.live_dropped_events.inc()
+                return
+            self.close(1008, "client is not reading events")
+            return
+        self.outbox.put_nowait(event)
+
+    def close(self, code: int, reason: str) -> None:
+        """Close the session after what is already queued."""
+        if self._closing is None:
+            self._closing = (code, reason)
+            log.info("closing realtime session %s: %d %s", self.id, code, reason)
+            if self._reader is not None:
+                self._reader.cancel()
+
+    async def _write(self) -> None:
+        while True:
+            event = await self.outbox.get()
+            if event is None:
+                return
+            try:
+                await self.ws.send_text(json.dumps(event, ensure_ascii=False))
+            except (WebSocketDisconnect, RuntimeError):
+                self.close(1006, "client gone")
+                return
+

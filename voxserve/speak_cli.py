@@ -1,0 +1,108 @@
+"""``voxserve speak``: synthesize text or a text file to an audio file (format from the extension).
+
+Transport only: parse arguments, build the engine, call the TTS service, write the file. The summary goes to
+stderr so that ``-o -`` can write audio to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from voxserve.audio.encode import ENCODINGS, encode_audio
+from voxserve.config import load_settings
+from voxserve.errors import InvalidInput
+from voxserve.service import Voxserve
+from voxserve.streaming.tts import SpeakOptions
+from voxserve.types import Priority
+
+_EXTENSIONS = {"wav": "wav", "mp3": "mp3", "flac": "flac", "opus": "opus", "ogg": "opus", "pcm": "pcm", "raw": "pcm"}
+
+
+def add_speak_command(sub: Any) -> None:
+    """Register ``speak`` on the CLI."""
+    p = sub.add_parser("speak", help="synthesize speech from text or a text file")
+    p.add_argument("text", nargs="?", help="the text to speak (or use --file)")
+    p.add_argument("--file", help="read the text from this UTF-8 file ('-' for stdin)")
+    p.add_argument("-o", "--output", required=False, help="output file: .wav .mp3 .flac .opus/.ogg .pcm ('-' = stdout)")
+    p.add_argument("--format", choices=ENCODINGS, help="audio format (default: from the output extension, else wav)")
+    p.add_argument("--voice", help="voice name or Piper .onnx path (default: the configured voice)")
+    p.add_argument("--speed", type=float, default=1.0, help="speaking rate, 0.25 to 4.0")
+    p.add_argument("--list-voices", action="store_true", help="list the available voices and exit")
+    p.add_argument("--config", help="settings file (TOML or JSON)")
+    p.add_argument("--quiet", action="store_true", help="no summary on stderr")
+    p.set_defaults(func=cmd_speak)
+
+
+def output_format(output: str | None, fmt: str | None) -> str:
+    """The audio format: ``--format``, else the output file's extension, else wav.
+
+    Raises:
+        InvalidInput: the extension is not a known audio format.
+    """
+    if fmt:
+        return fmt
+    if not output or output == "-":
+        return "wav"
+    suffix = Path(output).suffix.lower().lstrip(".")
+    if suffix not in _EXTENSIONS:
+        raise InvalidInput(f"cannot tell the audio format of {output!r}: use one of .wav .mp3 .flac .opus .ogg .pcm "
+                           "or pass --format", param="output")
+    return _EXTENSIONS[suffix]
+
+
+def _read_text(args: argparse.Namespace) -> str:
+    if args.file and args.text:
+        raise InvalidInput("give the text or --file, not both")
+    if args.file == "-":
+        return sys.stdin.read()
+    if args.file:
+        path = Path(args.file)
+        if not path.is_file():
+            raise InvalidInput(f"{path} does not exist", param="file")
+        try:
+            return path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"{path} is not UTF-8 text: {exc}", param="file") from exc
+    if args.text is None:
+        raise InvalidInput("give the text to speak or --file FILE")
+    return str(args.text)
+
+
+def cmd_speak(args: argparse.Namespace) -> int:
+    """Synthesize and write the audio file."""
+    vox = Voxserve(load_settings(args.config))
+    try:
+        tts = vox.tts()
+        if args.list_voices:
+            for v in tts.voices():
+                aliases = ", ".join(tts.pool.catalog.aliases(v.name))
+                print(f"{v.name}\t{v.language}\t{v.sample_rate} Hz\t{v.backend}\t{v.description}"
+                      + (f"\t(aliases: {aliases})" if aliases else ""))
+            return 0
+        if not args.output:
+            raise InvalidInput("give an output file with -o (or -o - for stdout)", param="output")
+        fmt = output_format(args.output, args.format)
+        text = _read_text(args)
+        options = SpeakOptions(speed=args.speed, priority=Priority.OFFLINE)
+        started = time.monotonic()
+        result = asyncio.run(tts.synthesize(text, args.voice, options))
+        wall = time.monotonic() - started
+        data = encode_audio(result.audio, result.sample_rate, fmt)
+    finally:
+        vox.close()
+    if args.output == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        Path(args.output).write_bytes(data)
+    if not args.quiet:
+        s = result.stats
+        ttfb = f"{s.ttfb_s * 1000:.0f} ms" if s.ttfb_s is not None else "-"
+        print(f"{result.voice}: audio {result.duration_s:.1f} s, wall {wall:.2f} s (voice load included), "
+              f"first audio {ttfb}, {result.duration_s / wall if wall > 0 else 0:.1f}x real time", file=sys.stderr)
+    return 0

@@ -1,0 +1,417 @@
+"""Live transcription of one audio stream: VAD cuts utterances; each is recognised in order, with the
+previous utterance's text as the prompt, through the engine's shared batcher at live priority.
+
+A stream is an object: ``s = live.stream(options); s.push(samples); s.commit(); s.end_input()`` and
+``async for event in s``. Transports only push audio in and forward events out.
+
+Partial hypotheses are decoded while speech continues (every ``partial_interval_ms`` of new audio, never
+more than one at a time per stream, and never ahead of a pending final). The words two consecutive
+partial hypotheses agree on are emitted as append-only deltas; the final transcript of each utterance is
+authoritative.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from voxserve.audio.ring_buffer import RingBuffer
+from voxserve.backends.base import AsrRequest, AsrResult, DecodeOptions, VadModel
+from voxserve.engine.executor import BlockingExecutor
+from voxserve.engine.pool import Recognizer
+from voxserve.errors import InvalidInput, Overloaded, VoxserveError
+from voxserve.pipelines.guard import GuardConfig, Verdict, assess, is_repetitive, without_repeats
+from voxserve.streaming.live_events import (
+    Cleared,
+    Committed,
+    LiveEvent,
+    Partial,
+    SpeechStarted,
+    SpeechStopped,
+    StreamError,
+    TranscriptCompleted,
+    TranscriptDelta,
+    TranscriptFailed,
+)
+from voxserve.streaming.live_speakers import OnlineSpeakers
+from voxserve.streaming.vad import VadParams, VadStateMachine
+from voxserve.types import SAMPLE_RATE, Priority
+
+log = logging.getLogger(__name__)
+_item_ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    """Per-stream options.
+
+    Attributes:
+        vad: server-side turn detection, or None for manual commits only.
+        prefix_padding_ms: audio kept before detected speech.
+        end_padding_ms: audio kept after the end of speech.
+        decode: recognition options (language, prompt, fitted window step).
+        partial_interval_ms: new audio between partial hypotheses (0 = no partials).
+        max_utterance_s: speech longer than this is cut into several items.
+        max_prompt_chars: how much previous text conditions the next utterance.
+        max_pending_s: audio accepted but not yet scored before the client is told to slow down.
+        retry_windows: what a final transcript that fails the guard is decoded again with: fitted windows
+            in coarser steps, then the standard 30 s window (Whisper loops far less in longer windows).
+        priority: the scheduling class of final transcripts (``AGENT`` for a voice agent's turns; partial
+            hypotheses always run at ``PARTIAL``).
+    """
+
+    vad: VadParams | None = field(default_factory=lambda: VadParams(min_speech_ms=100, min_silence_ms=500))
+    prefix_padding_ms: int = 300
+    end_padding_ms: int = 150
+    decode: DecodeOptions = field(default_factory=lambda: DecodeOptions(window="fit", fit_step_s=5.0, word_timestamps=False))
+    partial_interval_ms: int = 600
+    max_utterance_s: float = 28.0
+    max_prompt_chars: int = 224
+    max_pending_s: float = 30.0
+    retry_windows: tuple[tuple[str, float], ...] = (("fit", 10.0), ("full", 30.0))
+    guard: GuardConfig = field(default_factory=GuardConfig)
+    speakers: bool = False
+    speaker_similarity: float = 0.7
+    speaker_min_s: float = 1.0
+    priority: Priority = Priority.LIVE
+
+
+SpeakerEmbedder = Callable[[np.ndarray], Awaitable[np.ndarray]]
+"""Turns an utterance's audio into a speaker embedding (through the engine's batcher)."""
+
+
+@runtime_checkable
+class StreamRouting(Protocol):
+    """A recogniser spread over replicas that pins each stream to one of them (so its utterances run in
+    order on one replica), e.g. :class:`~voxserve.distributed.router.RayRecognizer`."""
+
+    def for_stream(self, key: str) -> Recognizer:
+        """The recogniser one stream uses for all its requests."""
+        ...
+
+
+class LiveTranscriber:
+    """Makes live streams that share one speech recogniser (and its batcher) with everything else."""
+
+    def __init__(
+        self,
+        asr: Recognizer,
+        vad_factory: Callable[[], VadModel],
+        executor: BlockingExecutor,
+        speaker_embedder: SpeakerEmbedder | None = None,
+    ) -> None:
+        self.asr = asr
+        self.vad_factory = vad_factory
+        self.executor = executor
+        self.speaker_embedder = speaker_embedder
+
+    def stream(self, options: LiveOptions = LiveOptions(), stream_id: str | None = None) -> LiveStream:
+        """A new stream (call inside the event loop). When the recogniser routes streams to replicas
+        (:class:`StreamRouting`), the stream is pinned by ``stream_id`` (default: a random one)."""
+        self.asr.check_options(options.decode)
+        asr = self.asr.for_stream(stream_id or uuid.uuid4().hex) if isinstance(self.asr, StreamRouting) else self.asr
+        return LiveStream(self, options, asr)
+
+
+@dataclass
+class _Utterance:
+    item_id: str
+    start: int
+    probs: list[float] = field(default_factory=list)
+    emitted: str = ""
+    last_partial: str = ""
+    partial_at: int = 0
+
+
+class LiveStream:
+    """One live audio stream (16 kHz mono float32 in, :mod:`live_events` out)."""
+
+    def __init__(self, owner: LiveTranscriber, options: LiveOptions, asr: Recognizer | None = None) -> None:
+        self._owner = owner
+        self._asr = asr or owner.asr
+        self.options = options
+        self._vad = owner.vad_factory() if options.vad else None
+        self._machine = VadStateMachine(options.vad) if options.vad else None
+        self._frame = self._vad.frame_samples if self._vad else 512
+        ring_s = options.max_utterance_s + options.prefix_padding_ms / 1000 + 10
+        self._ring = RingBuffer(int(ring_s * SAMPLE_RATE))
+        self._inbox: asyncio.Queue[tuple[str, object]] = asyncio.Queue()
+        self._events: asyncio.Queue[LiveEvent | None] = asyncio.Queue()
+        self._finals: asyncio.Queue[tuple[_Utterance, np.ndarray, int, float] | None] = asyncio.Queue()
+        self._pending_samples = 0
+        self._tail = np.zeros(0, np.float32)
+        self._position = 0  # samples scored by the VAD
+        self._utterance: _Utterance | None = None
+        self._manual_start = 0
+        self._previous_item: str | None = None
+        self._prompt = options.decode.prompt or ""
+        self._partial_task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._ended = False
+        self._speakers = OnlineSpeakers(options.speaker_similarity) if options.speakers else None
+        self._tasks = [asyncio.ensure_future(self._scan()), asyncio.ensure_future(self._finalize())]
+
+    @property
+    def pending_s(self) -> float:
+        """Seconds of audio pushed but not yet scored (how far the stream is behind real time)."""
+        return self._pending_samples / SAMPLE_RATE
+
+    # --------------------------------------------------------------------------------- producer API
+
+    def push(self, samples: np.ndarray) -> None:
+        """Add audio (16 kHz mono float32). Raises Overloaded when the stream is far behind."""
+        if self._closed or self._ended:
+            raise InvalidInput("the stream is closed")
+        if self._pending_samples > self.options.max_pending_s * SAMPLE_RATE:
+            raise Overloaded("audio is arriving faster than it can be processed", retry_after_s=1.0)
+        block = np.asarray(samples, dtype=np.float32).reshape(-1)
+        self._pending_samples += len(block)
+        self._inbox.put_nowait(("audio", block))
+
+    def commit(self) -> None:
+        """End the current utterance now (manual turn taking)."""
+        self._inbox.put_nowait(("commit", None))
+
+    def clear(self) -> None:
+        """Drop audio not yet committed."""
+        self._inbox.put_nowait(("clear", None))
+
+    def end_input(self) -> None:
+        """No more audio: finish open speech, then end the event iteration."""
+        self._ended = True
+        self._inbox.put_nowait(("end", None))
+
+    async def aclose(self) -> None:
+        """Stop everything at once (client gone)."""
+        self._closed = True
+        for task in [*self._tasks, self._partial_task]:
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(*[t for t in self._tasks if t], return_exceptions=True)
+        self._events.put_nowait(None)
+
+    def __aiter__(self) -> AsyncIterator[LiveEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[LiveEvent]:
+        while True:
+            event = await self._events.get()
+            if event is None:
+                return
+            yield event
+
+    def _emit(self, event: LiveEvent) -> None:
+        self._events.put_nowait(event)
+
+    # ------------------------------------------------------------------------------- scanning (VAD)
+
+    async def _scan(self) -> None:
+        try:
+            while True:
+                kind, payload = await self._inbox.get()
+                if kind == "audio":
+                    assert isinstance(payload, np.ndarray)
+                    await self._on_audio(payload)
+                elif kind == "commit":
+                    self._on_commit()
+                elif kind == "clear":
+                    self._on_clear()
+                else:
+                    self._on_commit(final=True)
+                    self._finals.put_nowait(None)
+                    return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the stream fails alone, with a reason
+            log.exception("live stream failed")
+            self._emit(StreamError("stream_failed", f"the stream failed: {type(exc).__name__}"))
+            self._finals.put_nowait(None)
+
+    async def _on_audio(self, block: np.ndarray) -> None:
+        self._pending_samples -= len(block)
+        self._ring.append(block)
+        if self._vad is None or self._machine is None:
+            self._position += len(block)
+            self._maybe_partial(self._manual_utterance())
+            return
+        scored = np.concatenate([self._tail, block])
+        usable = len(scored) // self._frame * self._frame
+        self._tail = scored[usable:]
+        if not usable:
+            return
+        probs = await self._owner.executor.run(self._vad.probabilities, scored[:usable])
+        for p in probs:
+            self._on_frame(float(p))
+        if self._utterance is not None:
+            self._maybe_partial(self._utterance)
+
+    def _on_frame(self, prob: float) -> None:
+        assert self._machine is not None
+        for event in self._machine.update(prob):
+            if event.kind == "start":
+                self._start_utterance(event.sample)
+            elif self._utterance is not None:
+                self._end_utterance(event.sample + self._samples(self.options.end_padding_ms))
+        self._position = self._machine.position
+        if self._utterance is not None:
+            self._utterance.probs.append(prob)
+            if self._position - self._utterance.start >= self.options.max_utterance_s * SAMPLE_RATE:
+                self._split_long_utterance()
+
+    def _samples(self, ms: int) -> int:
+        return ms * SAMPLE_RATE // 1000
+
+    def _start_utterance(self, speech_start: int) -> None:
+        floor = max(self._ring.start_sample, self._manual_start)
+        start = max(floor, speech_start - self._samples(self.options.prefix_padding_ms))
+        self._utterance = _Utterance(f"item_{next(_item_ids):06d}", start, partial_at=start)
+        self._emit(SpeechStarted(self._utterance.item_id, start))
+
+    def _end_utterance(self, end: int) -> None:
+        u = self._utterance
+        assert u is not None
+        end = min(max(end, u.start + 1), max(self._position, self._ring.end_sample))
+        self._utterance = None
+        self._manual_start = end
+        if self._vad is not None:  # manual commits had no speech_started, so no speech_stopped either
+            self._emit(SpeechStopped(u.item_id, end))
+        self._emit(Committed(u.item_id, self._previous_item))
+        self._previous_item = u.item_id
+        audio = self._ring.read(max(u.start, self._ring.start_sample), end)  # copied now: the ring moves on
+        self._finals.put_nowait((u, audio, end, time.monotonic()))
+
+    def _split_long_utterance(self) -> None:
+        """Cut over-long speech at its quietest recent frame and carry on in a new item."""
+        u = self._utterance
+        assert u is not None
+        recent = np.asarray(u.probs[-max(1, int(3 * SAMPLE_RATE / self._frame)):])
+        back = int(np.argmin(recent[::-1])) + 1  # the latest of the quietest frames
+        cut = self._position - back * self._frame
+        self._end_utterance(cut)
+        self._start_utterance(cut + self._samples(self.options.prefix_padding_ms))
+
+    def _manual_utterance(self) -> _Utterance | None:
+        if self._position <= self._manual_start:
+            return None
+        if self._utterance is None:
+            self._utterance = _Utterance(f"item_{next(_item_ids):06d}", self._manual_start, partial_at=self._manual_start)
+        return self._utterance
+
+    def _on_commit(self, *, final: bool = False) -> None:
+        if self._utterance is None and self._vad is None:
+            self._manual_utterance()
+        if self._utterance is None:
+            if not final:
+                self._emit(StreamError("input_audio_buffer_commit_empty", "there is no uncommitted audio to commit"))
+            return
+        if self._vad is not None and self._machine is not None:
+            self._machine = VadStateMachine(self._machine.params, self._position)
+        self._end_utterance(self._position)
+
+    def _on_clear(self) -> None:
+        self._utterance = None
+        self._manual_start = self._position
+        if self._machine is not None:
+            self._machine = VadStateMachine(self._machine.params, self._position)
+        if self._partial_task is not None:
+            self._partial_task.cancel()
+        self._emit(Cleared())
+
+    # -------------------------------------------------------------------------------- recognition
+
+    def _request(self, audio: np.ndarray, window: tuple[str, float] | None = None) -> AsrRequest:
+        options = self.options.decode
+        if window is not None:
+            options = replace(options, window=window[0], fit_step_s=window[1])
+        prompt = self._prompt[-self.options.max_prompt_chars :] if self._prompt else None
+        cap = 10 + int(10 * len(audio) / SAMPLE_RATE)
+        return AsrRequest(audio, replace(options, prompt=prompt, max_new_tokens=cap))
+
+    def _maybe_partial(self, u: _Utterance | None) -> None:
+        interval = self._samples(self.options.partial_interval_ms)
+        if u is None or not interval or self._position - u.partial_at < interval:
+            return
+        if (self._partial_task is not None and not self._partial_task.done()) or not self._finals.empty():
+            return
+        if self._asr.busy:  # the engine has a queue: previews wait, finals do not
+            return
+        u.partial_at = self._position
+        audio = self._ring.read(max(u.start, self._ring.start_sample), self._position)
+        self._partial_task = asyncio.ensure_future(self._partial(u, audio, self._position))
+
+    async def _partial(self, u: _Utterance, audio: np.ndarray, end: int) -> None:
+        try:
+            result = await self._asr.transcribe(self._request(audio), Priority.PARTIAL)
+        except Exception:  # noqa: BLE001 - a preview is best effort; the final reports failures
+            return
+        if u is not self._utterance or not result.text or is_repetitive(result.text.split(), self.options.guard):
+            return
+        stable = _agreed_prefix(u.last_partial, result.text)
+        u.last_partial = result.text
+        self._emit(Partial(u.item_id, result.text, end))
+        if len(stable) > len(u.emitted) and stable.startswith(u.emitted):
+            self._emit(TranscriptDelta(u.item_id, stable[len(u.emitted):]))
+            u.emitted = stable
+
+    async def _finalize(self) -> None:
+        while True:
+            job = await self._finals.get()
+            if job is None:
+                self._events.put_nowait(None)
+                return
+            u, audio, end, stopped_at = job
+            try:
+                text, speaker = await asyncio.gather(self._final_text(audio), self._speaker(audio))
+            except VoxserveError as exc:
+                self._emit(TranscriptFailed(u.item_id, exc.message))
+                continue
+            except Exception as exc:  # noqa: BLE001 - an untyped failure fails this item alone, not the stream
+                log.exception("live recognition failed")
+                self._emit(TranscriptFailed(u.item_id, f"recognition failed: {type(exc).__name__}"))
+                continue
+            if text.startswith(u.emitted) and len(text) > len(u.emitted):
+                self._emit(TranscriptDelta(u.item_id, text[len(u.emitted):]))
+            self._emit(TranscriptCompleted(u.item_id, text, u.start, end, time.monotonic() - stopped_at, speaker))
+            if text:
+                self._prompt = (self._prompt + " " + text).strip()[-4 * self.options.max_prompt_chars :]
+
+    async def _speaker(self, audio: np.ndarray) -> str | None:
+        """This utterance's speaker label (computed beside its text, so it adds no latency of its own)."""
+        embed = self._owner.speaker_embedder
+        if self._speakers is None or embed is None:
+            return None
+        embedding = await embed(audio)
+        return self._speakers.assign(embedding, reliable=len(audio) >= self.options.speaker_min_s * SAMPLE_RATE)
+
+    async def _final_text(self, audio: np.ndarray) -> str:
+        asr = self._asr
+        best: tuple[AsrResult, Verdict] | None = None
+        for window in (None, *self.options.retry_windows):
+            result = await asr.transcribe(self._request(audio, window), self.options.priority)
+            verdict = assess(result.text, result.avg_logprob, result.no_speech_prob, len(audio), result.language,
+                             self.options.guard)
+            if verdict.silence:
+                return ""
+            if verdict.passed:
+                return result.text
+            if best is None or len(verdict.reasons) < len(best[1].reasons):
+                best = (result, verdict)
+        assert best is not None
+        return without_repeats(best[0]).text if "repetition" in best[1].reasons else best[0].text
+
+
+def _agreed_prefix(a: str, b: str) -> str:
+    """The words two hypotheses share from the start (LocalAgreement-2), as they appear in ``b``."""
+    wa, wb = a.split(), b.split()
+    n = 0
+    while n < min(len(wa), len(wb)) and wa[n] == wb[n]:
+        n += 1
+    return " ".join(wb[:n])
