@@ -22,8 +22,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from voxserve.backends.base import AsrRequest, DecodeOptions
 from voxserve.config import Settings
+from voxserve.errors import ModelUnavailable
 from voxserve.jobs import JobRunner, JobStore
-from voxserve.server import http_asr, http_diarize, http_jobs, http_misc, ws_realtime
+from voxserve.server import http_asr, http_diarize, http_jobs, http_misc, http_tts, ws_realtime, ws_tts
 from voxserve.server.context import ServerContext
 from voxserve.server.errors import HttpError, error_response
 from voxserve.server.metrics import Metrics
@@ -77,6 +78,10 @@ def _lifespan(ctx: ServerContext, *, owns_engine: bool) -> Any:
         ctx.store = JobStore(ctx.data_dir / "jobs.sqlite3")
         ctx.jobs = JobRunner(ctx.store, lambda job, progress: http_jobs.run_job(ctx, job, progress), server.job_workers)
         await ctx.vox.executor.run(ctx.vox.asr)  # load the default model off the event loop
+        try:
+            ctx.vox.tts().observer = ctx.metrics  # synthesis stream metrics on /metrics
+        except ModelUnavailable:
+            pass
         if server.warmup:
             await _warm_up(ctx)
         ctx.jobs.start()
@@ -95,10 +100,15 @@ def _lifespan(ctx: ServerContext, *, owns_engine: bool) -> Any:
 
 
 async def _warm_up(ctx: ServerContext) -> None:
-    """One short decode so the first request does not pay for lazy initialisation."""
+    """One short decode (and the default voice loaded) so the first request does not pay for lazy
+    initialisation."""
     started = time.monotonic()
     noise = (np.random.default_rng(0).standard_normal(SAMPLE_RATE) * 0.01).astype(np.float32)
     await ctx.vox.asr().transcribe(AsrRequest(noise, DecodeOptions(language="en")))
+    try:
+        await ctx.vox.tts().load()
+    except ModelUnavailable as exc:
+        log.info("speech synthesis is off: %s", exc.message)
     log.info("warm-up took %.2f s", time.monotonic() - started)
 
 

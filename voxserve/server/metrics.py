@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from voxserve.types import Transcript
@@ -44,6 +46,14 @@ class Metrics:
         self.live_partials = Counter("voxserve_live_partials", "Partial hypotheses sent", registry=r)
         self.live_dropped_events = Counter("voxserve_live_dropped_events", "Partial events dropped for slow readers", registry=r)
         self.live_behind = Gauge("voxserve_live_behind_seconds", "Most audio any live stream has not yet processed", registry=r)
+        self.tts_streams = Gauge("voxserve_tts_streams", "Active speech synthesis streams", registry=r)
+        self.tts_ttfb = Histogram("voxserve_tts_ttfb_seconds", "Synthesis stream start to first audio",
+                                  buckets=(0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2), registry=r)
+        self.tts_first_sentence = Histogram("voxserve_tts_first_sentence_seconds", "Stream start to its first whole sentence",
+                                            buckets=(0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 5), registry=r)
+        self.tts_rtf = Histogram("voxserve_tts_stream_rtf", "Synthesis seconds per audio second of a stream",
+                                 buckets=(0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 2), registry=r)
+        self.tts_streams_ended = Counter("voxserve_tts_streams_ended", "Synthesis streams by how they ended", ["status"], registry=r)
         self.replica_events = Counter(
             "voxserve_replica_events", "Ray replica events: started, lost, recovered, retried (requests re-sent)",
             ["model", "event"], registry=r,
@@ -63,6 +73,26 @@ class Metrics:
         self.batch_size.labels(name).observe(size)
         self.batch_seconds.labels(name).observe(run_s)
         self.queue_depth.labels(name).set(queue_depth)
+
+    # TtsObserver
+    def on_stream_start(self, stream_id: int, voice: str, active_streams: int) -> None:
+        """A synthesis stream was admitted."""
+        self.tts_streams.set(active_streams)
+
+    def on_first_audio(self, stream_id: int, ttfb_s: float) -> None:
+        """A synthesis stream produced its first audio."""
+        self.tts_ttfb.observe(ttfb_s)
+
+    def on_first_sentence(self, stream_id: int, seconds: float) -> None:
+        """A synthesis stream finished its first sentence."""
+        self.tts_first_sentence.observe(seconds)
+
+    def on_stream_end(self, stats: Any, status: str, active_streams: int) -> None:
+        """A synthesis stream ended (done, cancelled or failed)."""
+        self.tts_streams.set(active_streams)
+        self.tts_streams_ended.labels(status).inc()
+        if stats.rtf is not None:
+            self.tts_rtf.observe(stats.rtf)
 
     def on_transcript(self, t: Transcript, model: str, kind: str) -> None:
         """A transcription finished."""

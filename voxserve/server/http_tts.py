@@ -1,0 +1,163 @@
+"""OpenAI-compatible ``POST /v1/audio/speech`` (audio streamed as it is made, or SSE) and
+``GET /v1/audio/voices``. Needs ``voxserve[tts]``."""
+
+from __future__ import annotations
+
+import base64
+import json
+from contextlib import ExitStack
+from typing import Any, AsyncIterator
+
+from fastapi import APIRouter
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from voxserve.audio.stream_encode import CONTENT_TYPES, STREAM_FORMATS, StreamEncoder
+from voxserve.server.context import ServerContext, context
+from voxserve.server.errors import HttpError, error_response
+from voxserve.server.http_asr import require_ready
+from voxserve.errors import InvalidInput
+from voxserve.streaming.tts import SpeakOptions, TtsStream
+from voxserve.text.speakable import has_speech
+
+router = APIRouter()
+MAX_BODY_CHARS = 1_000_000
+
+
+def _invalid(param: str, message: str) -> HttpError:
+    return HttpError(422, message, code="invalid_value", param=param)
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if len(raw) > MAX_BODY_CHARS * 4:
+        raise HttpError(413, "request body too large", code="input_too_long", param="input")
+    try:
+        body = json.loads(raw or b"{}")
+    except (ValueError, RecursionError):
+        raise HttpError(400, "the body must be JSON", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise HttpError(400, "the body must be a JSON object", code="invalid_json")
+    return body
+
+
+def _speech_request(body: dict[str, Any]) -> tuple[str, str | None, str, str, float]:
+    """(text, voice, response_format, stream_format, speed) from an OpenAI speech request."""
+    text = body.get("input")
+    if not isinstance(text, str):
+        raise HttpError(400, "'input' (the text to speak) is required", code="missing_input", param="input")
+    if not has_speech(text):
+        raise InvalidInput("input has nothing to say (no letters or digits)", param="input", code="empty_input")
+    voice = body.get("voice")
+    if voice is not None and not isinstance(voice, str):
+        raise _invalid("voice", "'voice' must be a string")
+    fmt = body.get("response_format", "mp3")
+    if fmt not in STREAM_FORMATS:
+        raise _invalid("response_format", f"response_format must be one of {', '.join(STREAM_FORMATS)}")
+    stream_format = body.get("stream_format", "audio")
+    if stream_format not in ("audio", "sse"):
+        raise _invalid("stream_format", "stream_format must be 'audio' or 'sse'")
+    speed = body.get("speed", 1.0)
+    if not isinstance(speed, (int, float)) or isinstance(speed, bool) or not 0.25 <= float(speed) <= 4.0:
+        raise _invalid("speed", "speed must be a number between 0.25 and 4.0")
+    return text, voice, str(fmt), str(stream_format), float(speed)
+
+
+@router.post("/v1/audio/speech")
+async def speech(request: Request) -> Response:
+    """Synthesize ``input`` with ``voice``; the body streams while synthesis runs."""
+    ctx = context(request)
+    hold = ExitStack()
+    try:
+        require_ready(ctx)
+        hold.enter_context(ctx.limiter.hold(ctx.client(request)))
+        text, voice, fmt, stream_format, speed = _speech_request(await _body(request))
+        tts = ctx.vox.tts()
+        info = tts.voice_info(voice)
+        stream = tts.stream(voice, SpeakOptions(speed=speed))  # admission: Overloaded -> 503
+        stream.push_text(text)
+        stream.end_input()
+        first = await _first_chunk(stream)  # errors before any byte is sent still get a status code
+        slot = hold.pop_all()  # released when the body ends, or the client goes away
+        chunks = _chunks(first, stream, slot)
+        body = _sse(chunks) if stream_format == "sse" else _audio(chunks, fmt, info.sample_rate)
+        media = "text/event-stream" if stream_format == "sse" else CONTENT_TYPES[fmt]
+        return StreamingResponse(body, media_type=media, background=BackgroundTask(_finish, stream, slot),
+                                 headers={"X-Voxserve-Voice": info.name, "Cache-Control": "no-cache"})
+    except Exception as exc:  # noqa: BLE001 - mapped to the documented error
+        ctx.metrics.errors.labels(type(exc).__name__).inc()
+        return error_response(exc)
+    finally:
+        hold.close()
+
+
+async def _first_chunk(stream: TtsStream) -> Any:
+    try:
+        return await stream.__anext__()
+    except StopAsyncIteration:
+        return None
+    except BaseException:
+        await stream.aclose()
+        raise
+
+
+async def _finish(stream: TtsStream, slot: ExitStack) -> None:
+    await stream.aclose()
+    slot.close()
+
+
+async def _chunks(first: Any, stream: TtsStream, slot: ExitStack) -> AsyncIterator[Any]:
+    """The stream's chunks (the first already taken); closes the stream and frees the slot at the end."""
+    try:
+        if first is not None:
+            yield first
+            async for chunk in stream:
+                yield chunk
+    finally:
+        await _finish(stream, slot)
+
+
+async def _audio(chunks: AsyncIterator[Any], fmt: str, sample_rate: int) -> AsyncIterator[bytes]:
+    encoder = StreamEncoder(fmt, sample_rate)
+    async for chunk in chunks:
+        data = encoder.push(chunk.audio)
+        if data:
+            yield data
+    yield encoder.finish()
+
+
+async def _sse(chunks: AsyncIterator[Any]) -> AsyncIterator[bytes]:
+    """OpenAI's speech SSE: ``speech.audio.delta`` (base64 PCM16) events, then ``speech.audio.done``."""
+    samples = 0
+    async for chunk in chunks:
+        samples += len(chunk.audio)
+        event = {"type": "speech.audio.delta", "audio": base64.b64encode(chunk.pcm16()).decode()}
+        yield f"data: {json.dumps(event)}\n\n".encode()
+    done = {"type": "speech.audio.done", "usage": {"output_audio_samples": samples}}
+    yield f"data: {json.dumps(done)}\n\n".encode()
+
+
+@router.get("/v1/audio/voices")
+async def voices(request: Request) -> Response:
+    """The voices this server speaks with (the default first)."""
+    ctx = context(request)
+    try:
+        ctx.client(request)
+        return JSONResponse({"object": "list", "data": [_voice(v) for v in ctx.vox.tts().voices()]})
+    except Exception as exc:  # noqa: BLE001
+        return error_response(exc)
+
+
+def _voice(v: Any) -> dict[str, Any]:
+    return {"id": v.name, "object": "voice", "language": v.language, "sample_rate": v.sample_rate,
+            "backend": v.backend, "description": v.description}
+
+
+def tts_available(ctx: ServerContext) -> bool:
+    """Whether the ``[tts]`` extra is installed (the voices can be listed)."""
+    try:
+        ctx.vox.tts().voices()
+        return True
+    except Exception:  # noqa: BLE001 - any failure means no TTS here
+        return False

@@ -1,0 +1,174 @@
+"""WebSocket ``/v1/audio/speech/stream``: text pieces in (from an LLM, say), audio chunks out as they are made.
+
+Client events (JSON): ``session.update`` {voice, speed, binary}, ``text.append`` {text}, ``text.flush``
+(speak what is buffered even without a sentence end), ``text.done`` (end of this utterance's text) and
+``cancel`` (stop the current utterance at once). Server events: ``session.created`` / ``session.updated``
+{voice, sample_rate}, ``audio`` {seq, audio (base64 PCM16 little-endian, mono), start_s, duration_s, text}
+(or, with ``binary: true``, the PCM16 bytes as a binary frame right after a JSON ``audio`` header without
+the ``audio`` field), ``done`` {audio_s, ttfb_ms} when an utterance is finished, ``cancelled`` and ``error``.
+After ``done`` or ``cancelled`` the next ``text.append`` starts a new utterance on the same socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from voxserve.errors import Overloaded, VoxserveError
+from voxserve.server.context import ServerContext, context
+from voxserve.server.realtime_protocol import ProtocolError, error_event, parse_message, server_event
+from voxserve.server.ws_realtime import MAX_ERRORS, authorize
+from voxserve.streaming.tts import SpeakOptions, TtsStream
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+
+
+@router.websocket("/v1/audio/speech/stream")
+async def speech_stream(ws: WebSocket) -> None:
+    """Entry point of streaming synthesis sessions."""
+    ctx = context(ws)
+    if not await authorize(ws, ctx):
+        return
+    await SpeechSession(ws, ctx).run()
+
+
+class SpeechSession:
+    """One client's synthesis session: a stream per utterance, one at a time."""
+
+    def __init__(self, ws: WebSocket, ctx: ServerContext) -> None:
+        self.ws = ws
+        self.ctx = ctx
+        self.voice: str | None = None
+        self.speed = 1.0
+        self.binary = False
+        self.stream: TtsStream | None = None
+        self.forwarder: asyncio.Task[None] | None = None
+        self.errors = 0
+        self._send_lock = asyncio.Lock()
+        self._closing: tuple[int, str] | None = None
+
+    async def run(self) -> None:
+        """Serve until the client leaves or is closed."""
+        try:
+            info = self.ctx.vox.tts().voice_info(None)
+            await self.send(server_event("session.created", voice=info.name, sample_rate=info.sample_rate))
+            await self._read()
+        except VoxserveError as exc:  # no TTS installed, say
+            await self.send(error_event(exc))
+            self._closing = (1011, "synthesis unavailable")
+        finally:
+            await self._stop_stream(cancel=True)
+            if self.ws.application_state == WebSocketState.CONNECTED:
+                code, reason = self._closing or (1000, "")
+                try:
+                    await self.ws.close(code, reason)
+                except (RuntimeError, WebSocketDisconnect):
+                    pass
+
+    async def _read(self) -> None:
+        while self._closing is None:
+            try:
+                message = await self.ws.receive()
+            except (WebSocketDisconnect, RuntimeError):
+                return
+            if message["type"] == "websocket.disconnect":
+                return
+            try:
+                if message.get("text") is None:
+                    raise ProtocolError("this socket takes JSON text events", code="invalid_event")
+                await self._handle(parse_message(message["text"]))
+            except Overloaded as exc:
+                await self.send(error_event(exc))
+                self._closing = (1013, "too many synthesis streams")
+            except VoxserveError as exc:
+                self.errors += 1
+                await self.send(error_event(exc))
+                if self.errors > MAX_ERRORS:
+                    self._closing = (1008, "too many invalid messages")
+
+    async def _handle(self, event: dict[str, Any]) -> None:
+        kind = event["type"]
+        if kind == "session.update":
+            self._update(event)
+            info = self.ctx.vox.tts().voice_info(self.voice)
+            await self.send(server_event("session.updated", voice=info.name, sample_rate=info.sample_rate))
+        elif kind == "text.append":
+            text = event.get("text")
+            if not isinstance(text, str):
+                raise ProtocolError("text.append needs 'text' as a string", code="missing_text", param="text")
+            self._current().push_text(text)
+        elif kind == "text.flush":
+            self._current().flush()
+        elif kind == "text.done":
+            if self.stream is None:
+                raise ProtocolError("no text to finish", code="nothing_to_finish")
+            self.stream.end_input()
+        elif kind == "cancel":
+            await self._stop_stream(cancel=True)
+            await self.send(server_event("cancelled"))
+        else:
+            raise ProtocolError(f"unknown event type {kind!r}", code="unknown_event", param="type")
+
+    def _update(self, event: dict[str, Any]) -> None:
+        voice, speed, binary = event.get("voice", self.voice), event.get("speed", self.speed), event.get("binary", self.binary)
+        if voice is not None and not isinstance(voice, str):
+            raise ProtocolError("voice must be a string", code="invalid_value", param="voice")
+        if not isinstance(speed, (int, float)) or isinstance(speed, bool) or not 0.25 <= float(speed) <= 4.0:
+            raise ProtocolError("speed must be between 0.25 and 4.0", code="invalid_value", param="speed")
+        if not isinstance(binary, bool):
+            raise ProtocolError("binary must be true or false", code="invalid_value", param="binary")
+        self.ctx.vox.tts().voice_info(voice)  # unknown voice -> InvalidInput
+        self.voice, self.speed, self.binary = voice, float(speed), binary
+
+    def _current(self) -> TtsStream:
+        if self.stream is None or self.stream.done:
+            self.stream = self.ctx.vox.tts().stream(self.voice, SpeakOptions(speed=self.speed, sample_format="int16"))
+            self.forwarder = asyncio.ensure_future(self._forward(self.stream))
+        return self.stream
+
+    async def _stop_stream(self, *, cancel: bool) -> None:
+        stream, forwarder = self.stream, self.forwarder
+        self.stream, self.forwarder = None, None
+        if stream is not None:
+            if cancel:
+                stream.cancel()
+            await stream.aclose()
+        if forwarder is not None:
+            forwarder.cancel()
+            await asyncio.gather(forwarder, return_exceptions=True)
+
+    async def _forward(self, stream: TtsStream) -> None:
+        try:
+            async for chunk in stream:
+                header = server_event("audio", seq=chunk.sequence, start_s=round(chunk.start_s, 3),
+                                      duration_s=round(chunk.duration_s, 3), text=chunk.text)
+                if self.binary:
+                    await self.send(header, chunk.pcm16())
+                else:
+                    await self.send({**header, "audio": base64.b64encode(chunk.pcm16()).decode()})
+            if not stream.cancelled:
+                ttfb = stream.stats.ttfb_s
+                await self.send(server_event("done", audio_s=round(stream.stats.audio_s, 3),
+                                             ttfb_ms=None if ttfb is None else round(ttfb * 1000, 1)))
+        except VoxserveError as exc:
+            await self.send(error_event(exc))
+        finally:
+            await stream.aclose()
+
+    async def send(self, event: dict[str, Any], binary: bytes | None = None) -> None:
+        """Send an event (and its binary payload) unless the client has gone."""
+        async with self._send_lock:
+            try:
+                await self.ws.send_text(json.dumps(event, ensure_ascii=False))
+                if binary is not None:
+                    await self.ws.send_bytes(binary)
+            except (WebSocketDisconnect, RuntimeError):
+                self._closing = self._closing or (1006, "client gone")
+
