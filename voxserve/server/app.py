@@ -24,7 +24,7 @@ from voxserve.backends.base import AsrRequest, DecodeOptions
 from voxserve.config import Settings
 from voxserve.errors import ModelUnavailable
 from voxserve.jobs import JobRunner, JobStore
-from voxserve.server import http_asr, http_diarize, http_jobs, http_misc, http_tts, ws_realtime, ws_tts
+from voxserve.server import http_asr, http_diarize, http_jobs, http_misc, http_tts, http_web, ws_realtime, ws_tts
 from voxserve.server.context import ServerContext
 from voxserve.server.errors import HttpError, error_response
 from voxserve.server.metrics import Metrics
@@ -57,8 +57,9 @@ def create_app(settings: Settings, vox: Voxserve | None = None) -> FastAPI:
     from voxserve.server.ws_conversation import conversation_handler
 
     ctx.extras.setdefault("realtime_conversation", conversation_handler)  # GET /v1/realtime without intent
-    for module in (http_misc, http_asr, http_diarize, http_jobs, ws_realtime):
+    for module in (http_misc, http_asr, http_diarize, http_jobs, http_tts, ws_realtime, ws_tts):
         app.include_router(module.router)
+    http_web.install(app)  # the web page at / (static files under /web)
     app.add_exception_handler(HttpError, _on_error)
     app.add_exception_handler(RequestValidationError, _on_validation)
     if server.cors_origins:
