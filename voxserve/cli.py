@@ -215,6 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     from voxserve.speak_cli import add_speak_command
 
     add_speak_command(sub)
+    from voxserve.agent_cli import add_agent_command
+
+    add_agent_command(sub)
     from voxserve.scale_cli import add_plan_command
 
     add_plan_command(sub)

@@ -85,6 +85,13 @@ class ServerConfig(_Frozen):
     job_workers: int = Field(2, ge=1, description="Jobs transcribed at the same time.")
     cors_origins: tuple[str, ...] = Field((), description="Origins allowed by CORS; empty = CORS off.")
     warmup: bool = Field(True, description="Run the default model once at start so the first request is fast.")
+    ws_idle_timeout_s: float = Field(
+        300.0, ge=0, description="WebSocket sessions with no message either way for this long close with 1001 (0 = never)."
+    )
+    ws_send_timeout_s: float = Field(
+        30.0, ge=0, description="A WebSocket client that accepts no message for this long (it stopped reading) is "
+        "closed with 1008, freeing its streams (0 = never).",
+    )
 
 
 class TtsConfig(_Frozen):
@@ -197,7 +204,7 @@ class AgentConfig(_Frozen):
     incomplete_silence_ms: int = Field(
         1500, ge=0, le=10_000, description="Silence that ends a turn whose words stop mid-sentence."
     )
-    cut_silence_ms: int = Field(200, ge=50, le=2000, description="Pause after which an utterance is transcribed.")
+    cut_silence_ms: int = Field(150, ge=50, le=2000, description="Pause after which an utterance is transcribed.")
     speculative: bool = Field(True, description="Draft the reply during the end-of-turn silence (released at its end).")
     audio_events: str = Field("ga", pattern="^(ga|beta)$",
                               description="Reply audio events: ga = response.output_audio.delta, beta = response.audio.delta.")

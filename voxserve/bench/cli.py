@@ -65,6 +65,15 @@ def add_bench_commands(sub: Any, engine_args: Callable[[argparse.ArgumentParser]
     engine_args(lv)
     lv.set_defaults(func=lambda a: cmd_live(a, settings(a)))
 
+    ag = bench_sub.add_parser("agent", help="voice agent: end of speech -> first reply audio over spoken turns")
+    ag.add_argument("--rounds", type=int, default=2, help="conversations of the scripted turns (fresh sessions)")
+    ag.add_argument("--knowledge", help="knowledge folder (default: the built-in sample the turns ask about)")
+    ag.add_argument("--llm-url", help="an OpenAI-compatible chat endpoint instead of the embedded LLM")
+    ag.add_argument("--voice", help="the voice that speaks the questions")
+    ag.add_argument("--json", help="write the report here")
+    engine_args(ag)
+    ag.set_defaults(func=lambda a: cmd_agent(a, settings(a)))
+
     m = bench_sub.add_parser("make-long", help="join corpus clips with silences into a long test file")
     m.add_argument("--corpus", help="corpus folder (default: ../shared/corpus)")
     m.add_argument("--out", required=True)
@@ -96,6 +105,22 @@ def cmd_longform(args: argparse.Namespace, settings: Any) -> int:
     finally:
         vox.close()
     print(format_longform(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+def cmd_agent(args: argparse.Namespace, settings: Any) -> int:
+    """Run the voice agent benchmark and print its tables."""
+    from voxserve.bench.agent import AgentBenchConfig, format_agent_report, run_agent_bench
+
+    if args.rounds < 1:
+        raise InvalidInput("--rounds must be at least 1")
+    if args.llm_url:
+        settings = settings.model_copy(update={"agent": settings.agent.model_copy(update={"llm_url": args.llm_url})})
+    config = AgentBenchConfig(rounds=args.rounds, knowledge_dir=args.knowledge, voice=args.voice)
+    report = run_agent_bench(settings, config, log=lambda s: print(s, file=sys.stderr))
+    print(format_agent_report(report))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0

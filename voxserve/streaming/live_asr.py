@@ -61,6 +61,8 @@ class LiveOptions:
         partial_interval_ms: new audio between partial hypotheses (0 = no partials).
         max_utterance_s: speech longer than this is cut into several items.
         max_prompt_chars: how much previous text conditions the next utterance.
+        keyterms: words recognition should favour (names, jargon), always at the start of the prompt, before
+            the previous text (which fills the rest of ``max_prompt_chars``).
         max_pending_s: audio accepted but not yet scored before the client is told to slow down.
         retry_windows: what a final transcript that fails the guard is decoded again with: fitted windows
             in coarser steps, then the standard 30 s window (Whisper loops far less in longer windows).
@@ -75,12 +77,13 @@ class LiveOptions:
     partial_interval_ms: int = 600
     max_utterance_s: float = 28.0
     max_prompt_chars: int = 224
+    keyterms: str = ""
     max_pending_s: float = 30.0
     retry_windows: tuple[tuple[str, float], ...] = (("fit", 10.0), ("full", 30.0))
     guard: GuardConfig = field(default_factory=GuardConfig)
     speakers: bool = False
     speaker_similarity: float = 0.7
-    speaker_min_s: float = 1.0
+    speaker_min_s: float = 2.0
     priority: Priority = Priority.LIVE
 
 
@@ -331,7 +334,9 @@ class LiveStream:
         options = self.options.decode
         if window is not None:
             options = replace(options, window=window[0], fit_step_s=window[1])
-        prompt = self._prompt[-self.options.max_prompt_chars :] if self._prompt else None
+        keep = self.options.max_prompt_chars - len(self.options.keyterms)
+        recent = self._prompt[-keep:] if self._prompt and keep > 0 else ""
+        prompt = f"{self.options.keyterms} {recent}".strip() or None
         cap = 10 + int(10 * len(audio) / SAMPLE_RATE)
         return AsrRequest(audio, replace(options, prompt=prompt, max_new_tokens=cap))
 

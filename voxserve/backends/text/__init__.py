@@ -1,0 +1,1 @@
+"""Text backends (blocking): sentence embeddings for retrieval."""
