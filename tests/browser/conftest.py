@@ -85,7 +85,7 @@ def two_voices_wav(data_dir: Path) -> bytes:
     return _wav(audio, 16000)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """One real server for all browser tests, with an API key (so the page's key handling is exercised)."""
     server = LiveServer(tmp_path_factory.mktemp("web-server"), api_keys=[API_KEY], job_workers=1)
@@ -94,9 +94,13 @@ def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(mic_wav: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """Headless Debian Chromium with a fake microphone that speaks ``mic_wav`` once per capture."""
+    """Headless Debian Chromium with a fake microphone that speaks ``mic_wav`` once per capture.
+
+    Module-scoped: Playwright's sync API keeps an event loop running in the main thread while it is open,
+    which would break every later test that calls ``asyncio.run``.
+    """
     from playwright.sync_api import sync_playwright
 
     args = [

@@ -4,7 +4,6 @@ and the one-time ONNX export of the embedder."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import numpy as np
@@ -80,24 +79,6 @@ def test_diarized_transcript_puts_the_right_speaker_on_words(vox: Voxserve, two_
     assert all(all(w.speaker == s.speaker for w in s.words) for s in t.segments)
     assert "wizard" in " ".join(s.text.lower() for s in t.segments if s.speaker == reader_label)
     assert '"speaker": "' in render(t, "diarized_json")
-
-
-def test_diarization_is_faster_than_transcription(vox: Voxserve, data_dir: Path, two_speakers: tuple[Path, float, float]) -> None:
-    files = [data_dir / "ami_dev00.flac", two_speakers[0], data_dir / "fw_jfk.flac"]
-
-    async def both() -> tuple[float, float]:
-        options = vox.long_options()
-        started = time.perf_counter()
-        await asyncio.gather(*(vox.transcribe_file(f, options) for f in files))
-        asr = time.perf_counter() - started
-        started = time.perf_counter()
-        await asyncio.gather(*(vox.diarize_file(f) for f in files))
-        return asr, time.perf_counter() - started
-
-    asyncio.run(both())  # warm-up
-    asr, diar = asyncio.run(both())
-    # Measured ratio 0.47-0.49 on the 10 corpus files (voxserve bench diarize); a wide bound for shared CI machines.
-    assert diar <= 1.0 * asr, (diar, asr)
 
 
 def test_embedder_export_matches_resemblyzer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> None:

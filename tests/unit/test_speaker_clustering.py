@@ -25,7 +25,9 @@ P = ClusteringParams(threshold=0.4, min_cluster_size=2)
 def voices(sizes: list[int], spread: float = 0.1, dim: int = 32, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Embeddings around ``len(sizes)`` random orthogonal-ish centres, and their true labels."""
     rng = np.random.default_rng(seed)
-    centres = normalise(rng.normal(size=(len(sizes), dim)).astype(np.float32))
+    # orthonormal centres (voices that really differ): random Gaussian ones are sometimes close by chance
+    q, _ = np.linalg.qr(rng.normal(size=(dim, len(sizes))))
+    centres = normalise(q.T.astype(np.float32))
     x = np.concatenate([c + spread * rng.normal(size=(n, dim)) for c, n in zip(centres, sizes, strict=True)])
     return x.astype(np.float32), np.repeat(np.arange(len(sizes)), sizes)
 
