@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -37,7 +37,7 @@ def corpus() -> Path:
 
 
 @pytest.fixture(scope="session")
-def vox() -> Iterator["object"]:
+def vox() -> Iterator[object]:
     """One real engine (embedded whisper-base, default settings) shared by the integration tests."""
     from voxserve.config import load_settings
     from voxserve.service import Voxserve

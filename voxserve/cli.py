@@ -12,8 +12,9 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from voxserve.config import load_settings
 from voxserve.errors import VoxserveError

@@ -14,18 +14,19 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from voxserve.errors import Cancelled, InvalidInput, VoxserveError
+from voxserve.errors import BackendError, Cancelled, InvalidInput, VoxserveError
 
 log = logging.getLogger(__name__)
 
 
-class JobStatus(str, Enum):
+class JobStatus(StrEnum):
     """Life cycle of a job."""
 
     QUEUED = "queued"
@@ -88,56 +89,78 @@ _COLUMNS = (
 
 
 class JobStore:
-    """SQLite persistence of jobs (thread-safe; one connection guarded by a lock; WAL journal)."""
+    """SQLite persistence of jobs (thread-safe; one connection guarded by a lock; WAL journal).
+
+    A database that cannot be used (closed, locked, disk errors) raises :class:`BackendError` with code
+    ``job_store_unavailable`` (retryable); :meth:`reopen` connects again.
+    """
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
+        self._db = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(
             "CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, status TEXT NOT NULL, params TEXT NOT NULL,"
             " input_path TEXT NOT NULL, created_at REAL, updated_at REAL, duration_s REAL, progress_s REAL,"
             " wall_s REAL, restarts INTEGER, error TEXT, result TEXT)"
         )
+        return db
+
+    @contextmanager
+    def _locked(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                yield self._db
+            except sqlite3.Error as exc:
+                err = BackendError(f"the job store is unavailable ({exc}); retry", retryable=True)
+                err.code = "job_store_unavailable"
+                raise err from exc
+
+    def reopen(self) -> None:
+        """Connect to the database again (after :meth:`close`, or when the connection was lost)."""
+        with self._lock:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+            self._db = self._connect()
 
     def create(self, params: dict[str, Any], input_path: str, duration_s: float = 0.0, job_id: str | None = None) -> Job:
         """Record a new queued job."""
         now = time.time()
         job = Job(job_id or f"job_{uuid.uuid4().hex}", JobStatus.QUEUED, params, input_path, now, now, duration_s)
-        with self._lock:
-            self._db.execute(
-                f"INSERT INTO jobs ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})", self._row(job)
-            )
+        with self._locked() as db:
+            db.execute(f"INSERT INTO jobs ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})", self._row(job))
         return job
 
     def get(self, job_id: str) -> Job | None:
         """The job, or None."""
-        with self._lock:
-            row = self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        with self._locked() as db:
+            row = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return self._job(row) if row else None
 
     def list(self, limit: int = 100) -> list[Job]:
         """The newest jobs first."""
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM jobs ORDER BY created_at DESC LIMIT ?", (limit,)
-            ).fetchall()
+        with self._locked() as db:
+            rows = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM jobs ORDER BY created_at DESC LIMIT ?", (limit,)).fetchall()
         return [self._job(r) for r in rows]
 
     def save(self, job: Job) -> None:
         """Write every field of the job."""
         job.updated_at = time.time()
         row = self._row(job)
-        with self._lock:
-            self._db.execute(
-                f"UPDATE jobs SET {', '.join(f'{c} = ?' for c in _COLUMNS[1:])} WHERE id = ?", (*row[1:], row[0])
-            )
+        with self._locked() as db:
+            db.execute(f"UPDATE jobs SET {', '.join(f'{c} = ?' for c in _COLUMNS[1:])} WHERE id = ?", (*row[1:], row[0]))
 
     def unfinished(self) -> list[Job]:
         """Jobs that were queued or running (oldest first)."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._locked() as db:
+            rows = db.execute(
                 f"SELECT {', '.join(_COLUMNS)} FROM jobs WHERE status IN (?, ?) ORDER BY created_at",
                 (JobStatus.QUEUED.value, JobStatus.RUNNING.value),
             ).fetchall()
@@ -229,15 +252,26 @@ class JobRunner:
     async def _worker(self) -> None:
         while True:
             job_id = await self._queue.get()
-            job = self.store.get(job_id)
+            job = await self._retry(self.store.get, job_id)
             if job is None or job.status != JobStatus.QUEUED:
                 continue
             await self._run(job)
 
+    async def _retry(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call a store method, waiting while the store is unavailable (a job's state is never dropped)."""
+        delay = 0.1
+        while True:
+            try:
+                return fn(*args)
+            except BackendError as exc:
+                log.warning("%s; retrying in %.1f s", exc.message, delay)
+                await asyncio.sleep(delay)
+                delay = min(5.0, delay * 2)
+
     async def _run(self, job: Job) -> None:
         job.status = JobStatus.RUNNING
-        self.store.save(job)
         self._live[job.id] = job
+        await self._retry(self.store.save, job)
         started = time.monotonic()
 
         def progress(done_s: float, total_s: float) -> None:
@@ -265,7 +299,9 @@ class JobRunner:
             self._running.pop(job.id, None)
             self._live.pop(job.id, None)
         job.wall_s = time.monotonic() - started
-        self.store.save(job)
+        self._live[job.id] = job  # still answered from memory while the store is down
+        await self._retry(self.store.save, job)
+        self._live.pop(job.id, None)
         if job.status.final:
             _remove(job.input_path)
 

@@ -30,7 +30,7 @@ class Session:
     events: list[dict[str, Any]] = field(default_factory=list)
     closed: threading.Event = field(default_factory=threading.Event)
 
-    def start(self) -> "Session":
+    def start(self) -> Session:
         threading.Thread(target=self._read, daemon=True).start()
         return self
 

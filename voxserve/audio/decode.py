@@ -8,7 +8,9 @@ Every failure is :class:`~voxserve.errors.InvalidInput` with a ``code``; no PyAV
 * ``empty_file``: 0 bytes. ``invalid_audio``: not a recognised audio/video container (text, images, random
   bytes, playlists, anything outside :data:`ALLOWED_FORMATS`) or no decoder for the codec.
   ``no_audio_stream``: a container without an audio track. ``empty_audio``: an audio stream with no samples.
-* ``corrupt_audio``: a recognised container whose header cannot be read; a demuxer or decoder error that
+  Also ``invalid_audio``: audio FFmpeg cannot mix down to mono (a channel count it has no layout for).
+* ``corrupt_audio``: a recognised container whose header cannot be read, or whose frames claim a sample rate
+  or channel count no audio has (:data:`MAX_SAMPLE_RATE`, :data:`MAX_CHANNELS`); a demuxer or decoder error that
   is followed by more audio (damage mid-stream); or audio ending more than :data:`TRUNCATION_TOLERANCE_S`
   before the length its header records exactly (WAV data size, FLAC STREAMINFO, the last Ogg page,
   MP4/M4A/MOV sample tables, Matroska/WebM duration): an interrupted upload, or damage FFmpeg skipped.
@@ -64,6 +66,12 @@ TRUNCATION_TOLERANCE_S = 0.5
 
 DURATION_SLACK_S = 0.1
 """Tolerance over ``max_duration_s`` for encoder padding."""
+
+MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 1, 1_536_000
+"""Sample rates of decoded frames outside this range are ``corrupt_audio`` (damaged headers, not audio)."""
+
+MAX_CHANNELS = 64
+"""Frames with more channels are ``corrupt_audio``."""
 
 IO_TIMEOUT_S = 30.0
 """FFmpeg's open and per-packet read calls are interrupted after this many seconds."""
@@ -248,8 +256,8 @@ def _audio_stream(container: InputContainer) -> AudioStream:
     if not isinstance(stream, AudioStream):
         others = ", ".join(s.type for s in container.streams) or "none"
         raise InvalidInput(f"the file has no audio stream (streams: {others})", code="no_audio_stream")
-    if stream.codec_context is None:
-        raise InvalidInput(f"no decoder is available for the audio codec {stream.codec.name!r}", code="invalid_audio")
+    if stream.codec_context is None:  # PyAV then knows no codec name either (``stream.codec`` raises)
+        raise InvalidInput("no decoder is available for the file's audio codec", code="invalid_audio")
     return stream
 
 
@@ -323,11 +331,26 @@ def _decode_frames(container: InputContainer, stream: AudioStream, note: str) ->
         yield from (f for f in frames if isinstance(f, AudioFrame))
 
 
+def _check_frame(frame: AudioFrame) -> None:
+    """Refuse frames whose header values no real audio has (FFmpeg would try to build a resampler for them:
+    a 136 MHz rate exhausts memory)."""
+    if not MIN_SAMPLE_RATE <= frame.sample_rate <= MAX_SAMPLE_RATE:
+        raise _corrupt(f"the audio's sample rate ({frame.sample_rate} Hz) is outside "
+                       f"{MIN_SAMPLE_RATE}-{MAX_SAMPLE_RATE} Hz; the header is damaged")
+    if not 1 <= frame.layout.nb_channels <= MAX_CHANNELS:
+        raise _corrupt(f"the audio has {frame.layout.nb_channels} channels (at most {MAX_CHANNELS} are read)")
+
+
 def _resample_frames(frames: Iterator[AudioFrame], sample_rate: int) -> Iterator[Float32Array]:
     resampler = FrameResampler(sample_rate)
-    for frame in frames:
-        yield from resampler.push(frame)
-    yield from resampler.flush()
+    try:
+        for frame in frames:
+            _check_frame(frame)
+            yield from resampler.push(frame)
+        yield from resampler.flush()
+    except _AV_ERRORS as exc:  # e.g. a channel count FFmpeg has no layout (downmix) for
+        raise InvalidInput(f"the audio cannot be converted to mono at {sample_rate} Hz ({exc})",
+                           code="invalid_audio") from exc
 
 
 class _TailTrimmer:

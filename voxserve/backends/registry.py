@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from voxserve.backends.base import AsrModel, SegmentationModel, SpeakerEmbedder, VadModel
 from voxserve.errors import ModelUnavailable

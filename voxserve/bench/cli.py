@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from voxserve.errors import InvalidInput
 from voxserve.service import Voxserve
@@ -73,6 +74,19 @@ def add_bench_commands(sub: Any, engine_args: Callable[[argparse.ArgumentParser]
     ag.add_argument("--json", help="write the report here")
     engine_args(ag)
     ag.set_defaults(func=lambda a: cmd_agent(a, settings(a)))
+
+    sk = bench_sub.add_parser("soak", help="live streams at real-time pace + uploads for a while: no text lost or "
+                              "mixed, memory and fds back to baseline (docs/reliability.md)")
+    sk.add_argument("--streams", type=int, default=4, help="concurrent live streams")
+    sk.add_argument("--seconds", type=float, default=20.0, help="audio each stream plays, in real time")
+    sk.add_argument("--slow", type=float, default=0.25, help="fraction of streams that read slowly")
+    sk.add_argument("--vanish", type=float, default=0.25, help="fraction of streams that drop their connection")
+    sk.add_argument("--uploads", type=int, default=1, help="concurrent upload clients")
+    sk.add_argument("--model", help="the server's model (default: its default)")
+    sk.add_argument("--url", help="soak this running server instead of a private one")
+    sk.add_argument("--pid", type=int, help="that server's process id (to measure its RSS and fds)")
+    sk.add_argument("--json", help="write the report here")
+    sk.set_defaults(func=cmd_soak)
 
     m = bench_sub.add_parser("make-long", help="join corpus clips with silences into a long test file")
     m.add_argument("--corpus", help="corpus folder (default: ../shared/corpus)")
@@ -217,3 +231,16 @@ def cmd_live(args: argparse.Namespace, settings: Any) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0
+
+
+def cmd_soak(args: argparse.Namespace) -> int:
+    """Run the soak test; exit status 1 when anything was lost, mixed or out of order, or did not come back."""
+    from voxserve.bench.soak import SoakConfig, default_clips, format_soak, run_soak
+
+    config = SoakConfig(streams=args.streams, seconds=args.seconds, slow=args.slow, vanish=args.vanish,
+                        uploads=args.uploads, model=args.model, url=args.url, pid=args.pid)
+    report = run_soak(config, default_clips(), log=lambda s: print(s, file=sys.stderr))
+    print(format_soak(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0 if report["ok"] else 1

@@ -179,8 +179,14 @@ class MicroBatcher(Generic[T, R]):
             batch = self._take()
             if batch is None:
                 return
-            if batch:
+            if not batch:
+                continue
+            try:
                 self._run(batch)
+            except BaseException as exc:  # noqa: BLE001 - a worker outlives any one batch (an observer failing, ...)
+                log.exception("%s worker: batch handling failed", self.name)
+                for entry in batch:  # callers not answered yet get the error; the others keep their result
+                    _resolve(entry, None, BackendError(f"{self.name} worker failed: {exc!r}"))
 
     def _run(self, batch: list[_Entry]) -> None:
         started = time.monotonic()
@@ -191,9 +197,9 @@ class MicroBatcher(Generic[T, R]):
         except BaseException as exc:  # noqa: BLE001 - every failure must reach its callers
             self._fail_or_split(batch, exc)
             return
-        self._observe(batch, started)
         for entry, result in zip(batch, results):
             _resolve(entry, result, None)
+        self._observe(batch, started)
 
     def _fail_or_split(self, batch: list[_Entry], exc: BaseException) -> None:
         if len(batch) > 1:
@@ -208,7 +214,10 @@ class MicroBatcher(Generic[T, R]):
     def _observe(self, batch: list[_Entry], started: float) -> None:
         if self._observer is not None:
             wait = started - min(e.enqueued for e in batch)
-            self._observer.on_batch(self.name, len(batch), wait, time.monotonic() - started, self.queue_depth)
+            try:
+                self._observer.on_batch(self.name, len(batch), wait, time.monotonic() - started, self.queue_depth)
+            except Exception:  # noqa: BLE001 - metrics never cost a result or a worker
+                log.exception("%s batch observer failed", self.name)
 
 
 def _resolve(entry: _Entry, result: object, exc: BaseException | None) -> None:

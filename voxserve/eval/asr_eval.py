@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from voxserve.eval.corpus import CorpusItem
 from voxserve.eval.normalize import normalize_basic, normalize_english

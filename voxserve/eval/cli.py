@@ -6,9 +6,10 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from voxserve.errors import InvalidInput
 from voxserve.eval.corpus import default_corpus, find_items

@@ -28,7 +28,7 @@ from voxserve.server import http_asr, http_diarize, http_jobs, http_misc, http_t
 from voxserve.server.context import ServerContext
 from voxserve.server.errors import HttpError, error_response
 from voxserve.server.metrics import Metrics
-from voxserve.server.security import ApiKeys, BodyLimit, ConcurrencyLimiter, is_loopback
+from voxserve.server.security import ApiKeys, BodyLimit, ConcurrencyLimiter, QueryKeyToHeader, is_loopback
 from voxserve.service import Voxserve
 from voxserve.types import SAMPLE_RATE
 
@@ -52,7 +52,9 @@ def create_app(settings: Settings, vox: Voxserve | None = None) -> FastAPI:
         limiter=ConcurrencyLimiter(server.max_concurrent_per_key, server.max_inflight),
         data_dir=Path(server.data_dir) if server.data_dir else default_data_dir(),
     )
-    app = FastAPI(title="voxserve", version="0.1.0", lifespan=_lifespan(ctx, owns_engine=vox is None))
+    # With API keys, the schema and its docs pages are not public (only /health, /ready and the web page are).
+    docs: dict[str, Any] = {"docs_url": None, "redoc_url": None, "openapi_url": None} if ctx.keys.enabled else {}
+    app = FastAPI(title="voxserve", version="0.1.0", lifespan=_lifespan(ctx, owns_engine=vox is None), **docs)
     app.state.ctx = ctx
     from voxserve.server.ws_conversation import conversation_handler
 
@@ -66,6 +68,7 @@ def create_app(settings: Settings, vox: Voxserve | None = None) -> FastAPI:
         app.add_middleware(CORSMiddleware, allow_origins=list(server.cors_origins), allow_methods=["*"], allow_headers=["*"])
     app.add_middleware(_RequestMetrics, metrics=metrics)
     app.add_middleware(BodyLimit, max_bytes=int(server.max_upload_mb * 1_000_000))
+    app.add_middleware(QueryKeyToHeader)  # outermost: the key leaves the query string before anything logs it
     return app
 
 
@@ -81,6 +84,7 @@ def _lifespan(ctx: ServerContext, *, owns_engine: bool) -> Any:
         await ctx.vox.executor.run(ctx.vox.asr)  # load the default model off the event loop
         try:
             ctx.vox.tts().observer = ctx.metrics  # synthesis stream metrics on /metrics
+            ctx.vox.tts().pool.catalog.allow_paths = False  # clients name voices; only settings give paths
         except ModelUnavailable:
             pass
         if server.warmup:

@@ -9,6 +9,7 @@ from starlette.datastructures import FormData, UploadFile
 from starlette.requests import Request
 
 from voxserve.languages import language_code
+from voxserve.server.context import context
 from voxserve.server.errors import HttpError
 from voxserve.types import Task
 
@@ -129,9 +130,11 @@ async def read_form(request: Request, task: Task, formats: tuple[str, ...] = RES
     if response_format not in formats:
         raise _invalid("response_format", f"response_format must be one of {', '.join(formats)}")
     language = _language(_text(form, "language")) if task == "transcribe" else None
+    model = MODEL_ALIASES.get(model_name, model_name)
+    context(request).check_model(model)  # a registered name, never a path on the server
     return TranscriptionForm(
         upload=upload,
-        model=MODEL_ALIASES.get(model_name, model_name),
+        model=model,
         model_name=model_name,
         language=language,
         prompt=_text(form, "prompt"),

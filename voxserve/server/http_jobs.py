@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from voxserve.audio import probe
+from voxserve.errors import InvalidInput
 from voxserve.formats import transcript_from_dict
 from voxserve.jobs import Job, JobStatus, validate_job_id
 from voxserve.server.context import ServerContext, context
@@ -71,9 +72,7 @@ def _job_or_404(ctx: ServerContext, request: Request, job_id: str) -> Job:
     assert ctx.jobs is not None
     try:
         job = ctx.jobs.get(validate_job_id(job_id))
-    except HttpError:
-        raise
-    except Exception:  # noqa: BLE001 - a malformed id is simply not found
+    except InvalidInput:  # a malformed id is simply not found (a store that is down is a 500, not a 404)
         job = None
     if job is None:
         raise HttpError(404, f"no job {job_id!r}", code="job_not_found", param="id")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import AsyncIterator
 from contextlib import ExitStack
-from typing import Any, AsyncIterator
+from typing import Any
 
 from fastapi import APIRouter
 from starlette.background import BackgroundTask
@@ -14,10 +15,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from voxserve.audio.stream_encode import CONTENT_TYPES, STREAM_FORMATS, StreamEncoder
+from voxserve.errors import InvalidInput
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError, error_response
 from voxserve.server.http_asr import require_ready
-from voxserve.errors import InvalidInput
 from voxserve.streaming.tts import SpeakOptions, TtsStream
 from voxserve.text.speakable import has_speech
 

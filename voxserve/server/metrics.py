@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from typing import Any
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from voxserve.types import Transcript

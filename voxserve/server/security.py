@@ -10,10 +10,13 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import logging
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -141,6 +144,55 @@ class BodyLimit:
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": body})
+
+
+class QueryKeyToHeader:
+    """ASGI middleware: a key given as ``?api_key=`` (browsers cannot set WebSocket headers) becomes an
+    ``Authorization`` header and leaves the query string. The scope is changed in place, before anything logs
+    it: uvicorn's access log prints the query string of the very same scope, so it never sees the key."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        query = scope.get("query_string", b"") if scope["type"] in ("http", "websocket") else b""
+        if query:
+            pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+            keys = [v for k, v in pairs if k == "api_key"]
+            if keys:
+                scope["query_string"] = urlencode([(k, v) for k, v in pairs if k != "api_key"]).encode("latin-1")
+                headers = list(scope.get("headers", []))
+                if keys[0] and not any(name.lower() == b"authorization" for name, _ in headers):
+                    headers.append((b"authorization", f"Bearer {keys[0]}".encode("latin-1", "replace")))
+                scope["headers"] = headers
+        await self.app(scope, receive, send)
+
+
+_SECRETS = re.compile(
+    r"(?i)(api_key=|authorization:\s*\w+\s+|bearer\s+|openai-insecure-api-key\.)[^\s&\"',;]+"
+)
+
+
+class RedactSecrets(logging.Filter):
+    """A logging filter that blanks API keys in a record's message (``api_key=``, ``Authorization:`` and
+    ``Bearer`` values, the browser subprotocol): the WebSocket library's debug log prints whole handshakes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is logging's own problem
+            return True
+        if _SECRETS.search(message):
+            record.msg, record.args = _SECRETS.sub(r"\1***", message), None
+        return True
+
+
+def redact_server_logs(names: tuple[str, ...] = ("uvicorn", "uvicorn.error", "uvicorn.access")) -> None:
+    """Install :class:`RedactSecrets` on the server's loggers (once; after uvicorn configured them)."""
+    for name in names:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactSecrets) for f in logger.filters):
+            logger.addFilter(RedactSecrets())
 
 
 def header_dict(scope_headers: Any) -> dict[str, str]:

@@ -10,14 +10,18 @@ import uvicorn
 
 from voxserve.config import Settings
 from voxserve.server.app import create_app
+from voxserve.server.security import redact_server_logs
 
 
 def uvicorn_config(app: Any, settings: Settings, host: str, port: int, log_level: str = "info") -> uvicorn.Config:
-    """The one uvicorn configuration of voxserve (sans-I/O websockets, message size limit, lifespan on)."""
-    return uvicorn.Config(
+    """The one uvicorn configuration of voxserve (sans-I/O websockets, message size limit, lifespan on; API keys
+    blanked in the server's logs)."""
+    config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, ws="websockets-sansio", lifespan="on",
         ws_max_size=int(settings.live.max_message_mb * 1024 * 1024), timeout_graceful_shutdown=10,
     )
+    redact_server_logs()  # after Config: it (re)configures uvicorn's loggers
+    return config
 
 
 class ServerThread:

@@ -35,6 +35,7 @@ from voxserve.server.realtime_protocol import (
     parse_message,
     server_event,
 )
+from voxserve.server.ws_watch import IDLE_CLOSE, SessionWatch, close_socket, drain
 from voxserve.streaming.live_asr import LiveOptions, LiveStream, LiveTranscriber
 from voxserve.streaming.live_events import LiveEvent, Partial, TranscriptCompleted, TranscriptDelta
 from voxserve.streaming.vad import VadParams
@@ -137,6 +138,7 @@ class TranscriptionSession:
         self._closing: tuple[int, str] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._received_samples = 0
+        self.watch = SessionWatch(ctx.settings.server.ws_idle_timeout_s, ctx.settings.server.ws_send_timeout_s)
 
     @property
     def pending_s(self) -> float:
@@ -146,24 +148,23 @@ class TranscriptionSession:
     async def run(self) -> None:
         """Serve the session until the client leaves or is closed."""
         writer = asyncio.ensure_future(self._write())
+        watcher = asyncio.ensure_future(self.watch.run(self._expire))
         try:
             self._start_stream()
             self.send(server_event("session.created", session=self.config.public(self.id)))
             self._reader = asyncio.ensure_future(self._read())
             await asyncio.gather(self._reader, return_exceptions=True)
         finally:
+            watcher.cancel()
             for task in self.forwarders:
                 task.cancel()
             if self.stream is not None:
                 await self.stream.aclose()
-            writer.cancel()
-            await asyncio.gather(writer, *self.forwarders, return_exceptions=True)
+            await drain(self.outbox, writer)  # the last error event goes out before the close frame
+            await asyncio.gather(writer, watcher, *self.forwarders, return_exceptions=True)
             if self.ws.application_state == WebSocketState.CONNECTED:
                 code, reason = self._closing or (1000, "")
-                try:
-                    await self.ws.close(code, reason)
-                except (RuntimeError, WebSocketDisconnect):
-                    pass  # the client left first
+                await close_socket(self.ws, code, reason)
 
     # ------------------------------------------------------------------------------------ reading
 
@@ -175,6 +176,7 @@ class TranscriptionSession:
                 return
             if message["type"] == "websocket.disconnect":
                 return
+            self.watch.touch()
             try:
                 if message.get("bytes") is not None:
                     self._append(message["bytes"])
@@ -182,6 +184,13 @@ class TranscriptionSession:
                     self._handle(parse_message(message["text"]))
             except VoxserveError as exc:
                 self._report(exc, None)
+
+    def _expire(self, code: int, reason: str) -> None:
+        """A timeout of :class:`SessionWatch` passed: say why (when the client still reads), then close."""
+        if code == IDLE_CLOSE:
+            idle = self.watch.idle_timeout_s
+            self.send(error_event(InvalidInput(f"no message for {idle:g} s; closing", code="idle_timeout")))
+        self.close(code, reason)
 
     def _report(self, exc: VoxserveError, event_id: str | None) -> None:
         self.errors += 1
@@ -222,7 +231,9 @@ class TranscriptionSession:
     def _update(self, event: dict[str, Any]) -> None:
         new = apply_update(self.config, event)
         if new.model != self.config.model:
-            self.ctx.vox.asr(None if new.model == "whisper-1" else new.model)  # unknown -> ModelUnavailable
+            model = None if new.model == "whisper-1" else new.model
+            self.ctx.check_model(model)  # a registered name, never a path on the server
+            self.ctx.vox.asr(model)  # unknown -> ModelUnavailable
         audio_changed = self._received_samples > 0 and self.stream is not None
         self.config = new
         if audio_changed:  # let the old stream finish its utterances, continue in a new one
@@ -304,7 +315,8 @@ class TranscriptionSession:
             if event is None:
                 return
             try:
-                await self.ws.send_text(json.dumps(event, ensure_ascii=False))
+                with self.watch.sending():
+                    await self.ws.send_text(json.dumps(event, ensure_ascii=False))
             except (WebSocketDisconnect, RuntimeError):
                 self.close(1006, "client gone")
                 return

@@ -20,10 +20,11 @@ from typing import Any
 from fastapi import APIRouter
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from voxserve.errors import Overloaded, VoxserveError
+from voxserve.errors import InvalidInput, Overloaded, VoxserveError
 from voxserve.server.context import ServerContext, context
 from voxserve.server.realtime_protocol import ProtocolError, error_event, parse_message, server_event
 from voxserve.server.ws_realtime import MAX_ERRORS, authorize
+from voxserve.server.ws_watch import IDLE_CLOSE, SessionWatch, close_socket
 from voxserve.streaming.tts import SpeakOptions, TtsStream
 
 log = logging.getLogger(__name__)
@@ -53,24 +54,39 @@ class SpeechSession:
         self.errors = 0
         self._send_lock = asyncio.Lock()
         self._closing: tuple[int, str] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self.watch = SessionWatch(ctx.settings.server.ws_idle_timeout_s, ctx.settings.server.ws_send_timeout_s)
 
     async def run(self) -> None:
         """Serve until the client leaves or is closed."""
+        watcher = asyncio.ensure_future(self.watch.run(self._expire))
         try:
             info = self.ctx.vox.tts().voice_info(None)
             await self.send(server_event("session.created", voice=info.name, sample_rate=info.sample_rate))
-            await self._read()
+            self._reader = asyncio.ensure_future(self._read())
+            try:
+                await self._reader
+            except asyncio.CancelledError:
+                if self._closing is None:  # cancelled from outside (server shutdown), not by a timeout
+                    raise
         except VoxserveError as exc:  # no TTS installed, say
             await self.send(error_event(exc))
             self._closing = (1011, "synthesis unavailable")
         finally:
+            watcher.cancel()
             await self._stop_stream(cancel=True)
             if self.ws.application_state == WebSocketState.CONNECTED:
                 code, reason = self._closing or (1000, "")
-                try:
-                    await self.ws.close(code, reason)
-                except (RuntimeError, WebSocketDisconnect):
-                    pass
+                await close_socket(self.ws, code, reason)
+
+    async def _expire(self, code: int, reason: str) -> None:
+        """A timeout of :class:`SessionWatch` passed: say why (when the client still reads), then close."""
+        if code == IDLE_CLOSE:
+            idle = self.watch.idle_timeout_s
+            await self.send(error_event(InvalidInput(f"no message for {idle:g} s; closing", code="idle_timeout")))
+        self._closing = self._closing or (code, reason)
+        if self._reader is not None:
+            self._reader.cancel()
 
     async def _read(self) -> None:
         while self._closing is None:
@@ -80,6 +96,7 @@ class SpeechSession:
                 return
             if message["type"] == "websocket.disconnect":
                 return
+            self.watch.touch()
             try:
                 if message.get("text") is None:
                     raise ProtocolError("this socket takes JSON text events", code="invalid_event")
@@ -166,9 +183,10 @@ class SpeechSession:
         """Send an event (and its binary payload) unless the client has gone."""
         async with self._send_lock:
             try:
-                await self.ws.send_text(json.dumps(event, ensure_ascii=False))
-                if binary is not None:
-                    await self.ws.send_bytes(binary)
+                with self.watch.sending():
+                    await self.ws.send_text(json.dumps(event, ensure_ascii=False))
+                    if binary is not None:
+                        await self.ws.send_bytes(binary)
             except (WebSocketDisconnect, RuntimeError):
                 self._closing = self._closing or (1006, "client gone")
 

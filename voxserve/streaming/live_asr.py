@@ -63,7 +63,8 @@ class LiveOptions:
         max_prompt_chars: how much previous text conditions the next utterance.
         keyterms: words recognition should favour (names, jargon), always at the start of the prompt, before
             the previous text (which fills the rest of ``max_prompt_chars``).
-        max_pending_s: audio accepted but not yet scored before the client is told to slow down.
+        max_pending_s: audio accepted but not yet processed (scored by the VAD, or cut into utterances still
+            waiting for their final transcript) before the client is told to slow down.
         retry_windows: what a final transcript that fails the guard is decoded again with: fitted windows
             in coarser steps, then the standard 30 s window (Whisper loops far less in longer windows).
         priority: the scheduling class of final transcripts (``AGENT`` for a voice agent's turns; partial
@@ -150,6 +151,7 @@ class LiveStream:
         self._events: asyncio.Queue[LiveEvent | None] = asyncio.Queue()
         self._finals: asyncio.Queue[tuple[_Utterance, np.ndarray, int, float] | None] = asyncio.Queue()
         self._pending_samples = 0
+        self._backlog_samples = 0  # audio of utterances waiting for (or in) final recognition
         self._tail = np.zeros(0, np.float32)
         self._position = 0  # samples scored by the VAD
         self._utterance: _Utterance | None = None
@@ -164,8 +166,9 @@ class LiveStream:
 
     @property
     def pending_s(self) -> float:
-        """Seconds of audio pushed but not yet scored (how far the stream is behind real time)."""
-        return self._pending_samples / SAMPLE_RATE
+        """Seconds of audio pushed but not yet processed: unscored, or in utterances awaiting their final
+        transcript (how far the stream is behind real time)."""
+        return (self._pending_samples + self._backlog_samples) / SAMPLE_RATE
 
     # --------------------------------------------------------------------------------- producer API
 
@@ -173,7 +176,7 @@ class LiveStream:
         """Add audio (16 kHz mono float32). Raises Overloaded when the stream is far behind."""
         if self._closed or self._ended:
             raise InvalidInput("the stream is closed")
-        if self._pending_samples > self.options.max_pending_s * SAMPLE_RATE:
+        if self._pending_samples + self._backlog_samples > self.options.max_pending_s * SAMPLE_RATE:
             raise Overloaded("audio is arriving faster than it can be processed", retry_after_s=1.0)
         block = np.asarray(samples, dtype=np.float32).reshape(-1)
         self._pending_samples += len(block)
@@ -289,6 +292,7 @@ class LiveStream:
         self._emit(Committed(u.item_id, self._previous_item))
         self._previous_item = u.item_id
         audio = self._ring.read(max(u.start, self._ring.start_sample), end)  # copied now: the ring moves on
+        self._backlog_samples += len(audio)
         self._finals.put_nowait((u, audio, end, time.monotonic()))
 
     def _split_long_utterance(self) -> None:
@@ -382,6 +386,8 @@ class LiveStream:
                 log.exception("live recognition failed")
                 self._emit(TranscriptFailed(u.item_id, f"recognition failed: {type(exc).__name__}"))
                 continue
+            finally:
+                self._backlog_samples -= len(audio)
             if text.startswith(u.emitted) and len(text) > len(u.emitted):
                 self._emit(TranscriptDelta(u.item_id, text[len(u.emitted):]))
             self._emit(TranscriptCompleted(u.item_id, text, u.start, end, time.monotonic() - stopped_at, speaker))

@@ -31,7 +31,7 @@ from voxserve.engine.tts_pool import AcousticRunner, LoadedVoice
 from voxserve.errors import BackendError, InvalidInput, VoxserveError
 from voxserve.streaming.tts_windows import Window, WindowParams, WindowPlanner
 from voxserve.text.segment import SegmenterParams, TextSegment, TextSegmenter
-from voxserve.text.speakable import has_speech, to_speakable
+from voxserve.text.speakable import has_speech, to_speakable, without_controls
 from voxserve.types import Priority, SynthesisChunk
 
 log = logging.getLogger(__name__)
@@ -249,7 +249,7 @@ class TtsStream:
                                code="input_too_long")
         if self.stats.first_text_at is None and has_speech(text):
             self.stats.first_text_at = time.monotonic()
-        self._enqueue(self._segmenter.push(text))
+        self._enqueue(self._segmenter.push(without_controls(text)))
 
     def flush(self) -> None:
         """Synthesize all text pushed so far now, even without a sentence end (e.g. when an LLM pauses)."""

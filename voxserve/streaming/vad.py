@@ -6,8 +6,9 @@ by live streams (utterance cutting) and long files (chunk planning), and tested 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 from voxserve.errors import InvalidInput
 from voxserve.types import SAMPLE_RATE

@@ -46,9 +46,24 @@ def cardinal(n: int) -> str:
     return " ".join(reversed(groups))
 
 
+def cardinal_text(text: str) -> str:
+    """A run of digits as a cardinal, of any length: past the quadrillions digit by digit, without converting
+    it to an int (Python refuses to convert more than 4300 digits)."""
+    significant = text.lstrip("0") or "0"
+    return digits(significant) if len(significant) > 3 * len(_SCALES) else cardinal(int(significant))
+
+
 def ordinal(n: int) -> str:
     """``3`` -> ``third``, ``21`` -> ``twenty-first``, ``100`` -> ``one hundredth``."""
-    words = cardinal(n)
+    return _ordinal_words(cardinal(n))
+
+
+def ordinal_text(text: str) -> str:
+    """A run of digits (any length) as an ordinal: ``"21"`` -> ``twenty-first``."""
+    return _ordinal_words(cardinal_text(text))
+
+
+def _ordinal_words(words: str) -> str:
     head, sep, last = max(words.rpartition(" "), words.rpartition("-"), key=lambda p: len(p[0]))
     if last in _ORDINAL_IRREGULAR:
         last = _ORDINAL_IRREGULAR[last]
@@ -83,6 +98,6 @@ def decimal(text: str) -> str:
     """A decimal number written with a point: ``"3.14"`` -> ``three point one four``; ``".5"`` -> ``point five``."""
     whole, _, frac = text.partition(".")
     whole = whole.replace(",", "")
-    head = cardinal(int(whole)) if whole else ""
+    head = cardinal_text(whole) if whole else ""
     tail = f"point {digits(frac)}" if frac else ""
     return " ".join(w for w in (head, tail) if w)

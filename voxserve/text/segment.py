@@ -133,11 +133,13 @@ class TextSegmenter:
                     self._pos = i
                     return None
                 if decision:
+                    if decision - self._cut > p.hard_max_chars:  # a long run of "?!..." after the text
+                        return self._forced_cut(), False
                     return decision, True
             elif c == "\n" and text[i + 1 : i + 2] == "":
                 self._pos = i
                 return None
-            elif c == "\n" and text[i + 1 :].lstrip(" \t\r")[:1] == "\n":
+            elif c == "\n" and self._blank_line_after(i):
                 return i + 1, True
             elif c in ",;:\u2014" and length >= self._clause_min(c) and text[i + 1 : i + 2].isspace():
                 return i + 1, False
@@ -147,6 +149,14 @@ class TextSegmenter:
             i += 1
         self._pos = i
         return None
+
+    def _blank_line_after(self, i: int) -> bool:
+        """Whether the line break at ``i`` is followed by an empty line (scanning only that line's blanks, not
+        the rest of the text: text with many line breaks stays linear)."""
+        text, j = self._text, i + 1
+        while j < len(text) and text[j] in " \t\r":
+            j += 1
+        return text[j : j + 1] == "\n"
 
     def _clause_min(self, c: str) -> int:
         p = self.params

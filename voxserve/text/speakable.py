@@ -12,7 +12,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 
-from voxserve.text.numbers import cardinal, decimal, digits, ordinal, year
+from voxserve.text.numbers import cardinal, cardinal_text, decimal, digits, ordinal_text, year
 
 # Abbreviations that precede a name or a number: never the end of a sentence.
 TITLES: dict[str, str] = {
@@ -76,8 +76,8 @@ def _money(m: re.Match[str]) -> str:
     if scale:
         return f"{number_words(amount)} {scale} {many}"
     whole, _, cents = amount.replace(",", "").partition(".")
-    unit_count = int(whole or "0")
-    words = [] if unit_count == 0 and cents else [f"{cardinal(unit_count)} {one if unit_count == 1 else many}"]
+    whole = whole.lstrip("0") or "0"  # a string: amounts may have more digits than int() converts
+    words = [] if whole == "0" and cents else [f"{cardinal_text(whole)} {one if whole == '1' else many}"]
     if cents and sub_one and int(cents[:2].ljust(2, "0")):
         c = int(cents[:2].ljust(2, "0"))
         words.append(f"{cardinal(c)} {sub_one if c == 1 else sub_many}")
@@ -86,12 +86,16 @@ def _money(m: re.Match[str]) -> str:
     return " and ".join(words) if words else f"zero {many}"
 
 
+_NEXT_CHAR = re.compile(r"\s*(\S?)")
+
+
 def _sentence_period(m: re.Match[str]) -> str:
     """``"."`` when the match swallowed a period that also ends the sentence (end of text or a capital next)."""
     if not m.group(0).endswith("."):
         return ""
-    rest = m.string[m.end() :].lstrip()
-    return "." if not rest or rest[0].isupper() else ""
+    following = _NEXT_CHAR.match(m.string, m.end())  # not the whole rest of the text: once per match
+    nxt = following.group(1) if following else ""
+    return "." if not nxt or nxt.isupper() else ""
 
 
 def _time(m: re.Match[str]) -> str:
@@ -174,10 +178,10 @@ def _rules() -> list[_Rule]:
         (re.compile(r"(?i)(?<![\w.])(e\.g\.|i\.e\.|a\.m\.|p\.m\.|cf\.)"),
          lambda m: _LATIN[m.group(1).lower()] + (_sentence_period(m) if m.group(1)[0] in "aApP" else "")),
         (re.compile(rf"(?P<sym>[$€£¥])\s?(?P<amt>{_NUM})(?:\s?(?P<scale>{_SCALE_WORDS})\b)?"), _money),
-        (re.compile(rf"({_NUM})\s?%"), lambda m: f"{number_words(m.group(1))} percent"),
+        (re.compile(rf"(?<!\d)({_NUM})\s?%"), lambda m: f"{number_words(m.group(1))} percent"),
         (re.compile(r"(?<![\d'])(1[1-9]|20)?(\d0)s\b|'(\d0)s\b"),
          lambda m: _decade(m) if m.group(3) is None else _plural_number(cardinal(int(m.group(3))))),
-        (re.compile(r"\b(\d+)(?:st|nd|rd|th)\b", re.I), lambda m: ordinal(int(m.group(1)))),
+        (re.compile(r"\b(\d+)(?:st|nd|rd|th)\b", re.I), lambda m: ordinal_text(m.group(1))),
         (re.compile(r"(?<![\d.,])\(?(\d{3})\)?[-. ](\d{3})[-.](\d{4})\b"),
          lambda m: ", ".join(digits(g) for g in m.groups())),
         (re.compile(r"(?<![\d.,-])(\d{3})-(\d{4})\b"), lambda m: ", ".join(digits(g) for g in m.groups())),
@@ -190,13 +194,14 @@ def _rules() -> list[_Rule]:
         (re.compile(rf"(?i)\b({month_keys})\.(?=\s+\d)"), lambda m: MONTHS[m.group(1).lower()]),
         (re.compile(rf"(?i)\b({'|'.join(TITLES)})\.(\s*)(?=(.?))"), _abbreviation),
         (re.compile(rf"(?i)\b({'|'.join(TERMINAL)})\.(\s*)(?=(.?))"), _terminal),
-        (re.compile(r"#\s?(\d+)"), lambda m: f"number {cardinal(int(m.group(1)))}"),
+        (re.compile(r"#\s?(\d+)"), lambda m: f"number {cardinal_text(m.group(1))}"),
         (re.compile(_NUM), lambda m: f" {number_words(m.group(0))} "),
-        (re.compile(r"\s*&\s*"), lambda m: " and "),
+        # (?<!\s): a match starts where a run of blanks starts, never inside one (that would be quadratic)
+        (re.compile(r"(?<!\s)\s*&\s*"), lambda m: " and "),
         (re.compile(r"(?<=\w)@(?=\w)"), lambda m: " at "),
-        (re.compile(r"\s*[+]\s*(?=\w)"), lambda m: " plus "),
-        (re.compile(r"\s*=\s*"), lambda m: " equals "),
-        (re.compile(r"\s*[—–]\s*|\s+-\s+"), lambda m: ", "),
+        (re.compile(r"(?<!\s)\s*[+]\s*(?=\w)"), lambda m: " plus "),
+        (re.compile(r"(?<!\s)\s*=\s*"), lambda m: " equals "),
+        (re.compile(r"(?<!\s)(?:\s*[—–]\s*|\s+-\s+)"), lambda m: ", "),
         (re.compile(r"[*_~^|<>{}\[\]\\]+"), lambda m: " "),
     ]
 
@@ -225,6 +230,15 @@ def to_speakable(text: str) -> str:
     for pattern, replace in _RULES:
         text = pattern.sub(replace, text)
     return re.sub(r"\s+", " ", text).strip()
+
+
+_UNSPEAKABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def without_controls(text: str) -> str:
+    """``text`` with control characters and lone surrogates as spaces (phonemizers, espeak-ng's C API among
+    them, fail on a NUL byte or a surrogate); the length is unchanged, so offsets into the text still hold."""
+    return _UNSPEAKABLE.sub(" ", text)
 
 
 def has_speech(text: str) -> bool:

@@ -66,6 +66,9 @@ class VoiceCatalog:
 
     default_voice: str = DEFAULT_VOICE
     piper: PiperRuntime = field(default_factory=PiperRuntime)
+    allow_paths: bool = True
+    """Whether a name may be the path of a Piper ``.onnx`` file (the CLI and the library: yes; the server sets
+    False, so that no request loads a file of its choosing: its voices come from the settings)."""
     _entries: dict[str, VoiceEntry] = field(default_factory=dict)
     _aliases: dict[str, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -105,7 +108,7 @@ class VoiceCatalog:
             entry = self._entries.get(self._aliases.get(key, key))
         if entry is not None:
             return entry
-        if key.endswith(".onnx") and Path(key).expanduser().is_file():
+        if self.allow_paths and key.endswith(".onnx") and Path(key).expanduser().is_file():
             entry = piper_entry(key, Path(key).expanduser(), self.piper)
             self.register(entry)
             return entry
@@ -113,8 +116,9 @@ class VoiceCatalog:
             raise ModelUnavailable(f"the default voice {key!r} is not installed: pip install 'voxserve[tts]'",
                                    param="voice")
         known = ", ".join(self.names()) or "none installed"
-        raise InvalidInput(f"unknown voice {key!r}: available voices are {known}, or give the path of a Piper "
-                           ".onnx voice", param="voice", code="invalid_voice")
+        paths = ", or give the path of a Piper .onnx voice" if self.allow_paths else ""
+        raise InvalidInput(f"unknown voice {key!r}: available voices are {known}{paths}", param="voice",
+                           code="invalid_voice")
 
 
 def piper_entry(name: str, model_path: Path, runtime: PiperRuntime, aliases: tuple[str, ...] = ()) -> VoiceEntry:
