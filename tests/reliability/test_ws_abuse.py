@@ -267,17 +267,22 @@ def _abuse_mix(server: Server) -> None:
 
 
 def test_memory_and_descriptors_stay_bounded(server: Server, baseline: dict[str, float]) -> None:
-    """After all the abuse above, a mix of it twice more: RSS does not grow on the last pass (the first passes
-    warm up allocator arenas, model buffers and peak session memory: measured +100..+330 MB that stay, but stop
-    growing), fds are back to the baseline and no session is left. A session or a non-reading client that
-    buffered without limit would grow it on every pass."""
+    """After all the abuse above, the mix of it again: RSS stops growing (the first passes warm up allocator
+    arenas, model buffers and peak session memory: measured +100..+330 MB that stay), fds are back to the
+    baseline and no session is left. A session or a non-reading client that buffered without limit would grow
+    RSS on every pass; allocator noise (one pass measured +118 MB under a loaded machine) grows it on one pass
+    only, so up to three passes are measured and one of them must stay under 60 MB."""
     assert wait_until(lambda: no_sessions(server), 20)
     _abuse_mix(server)
-    before = rss_mb()
-    _abuse_mix(server)
-    after = rss_mb()
+    growth: list[float] = []
+    for _ in range(3):
+        before = rss_mb()
+        _abuse_mix(server)
+        growth.append(rss_mb() - before)
+        if growth[-1] < 60:
+            break
     assert wait_until(lambda: open_fds() <= baseline["fds"] + 4, 30), (open_fds(), baseline["fds"])
-    record("ws_abuse_resources", rss_baseline_mb=round(baseline["rss_mb"]), rss_before_last_pass_mb=round(before),
-           rss_after_last_pass_mb=round(after), fds_before=baseline["fds"], fds_after=open_fds())
-    assert after - before < 60, f"RSS grew {after - before:.0f} MB on the last pass"
+    record("ws_abuse_resources", rss_baseline_mb=round(baseline["rss_mb"]), rss_after_mb=round(rss_mb()),
+           rss_growth_per_pass_mb=[round(g) for g in growth], fds_before=baseline["fds"], fds_after=open_fds())
+    assert min(growth) < 60, f"RSS grew on every pass: {[round(g) for g in growth]} MB"
     assert server.healthy()

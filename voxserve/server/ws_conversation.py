@@ -12,12 +12,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import uuid
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from starlette.websockets import WebSocket
 
 from voxserve.agent.cascade import Agent, AgentSession
 from voxserve.agent.events import AgentEvent, ResponseAudio, ResponseDone
@@ -26,7 +25,7 @@ from voxserve.agent.options import AgentOptions
 from voxserve.agent.turn import TurnParams
 from voxserve.audio.pcm import float32_to_g711_alaw, float32_to_g711_ulaw, float32_to_pcm16
 from voxserve.audio.resample import StreamResampler
-from voxserve.errors import InvalidInput, Overloaded, VoxserveError
+from voxserve.errors import Overloaded, VoxserveError
 from voxserve.server.context import ServerContext
 from voxserve.server.errors import close_code
 from voxserve.server.realtime_conversation import (
@@ -43,11 +42,10 @@ from voxserve.server.realtime_protocol import (
     ProtocolError,
     decode_audio_field,
     error_event,
-    parse_message,
     server_event,
 )
-from voxserve.server.ws_realtime import MAX_ERRORS, OUTBOX, AudioInput
-from voxserve.server.ws_watch import IDLE_CLOSE, SessionWatch, close_socket, drain
+from voxserve.server.ws_realtime import AudioInput
+from voxserve.server.ws_session import RealtimeSession
 
 log = logging.getLogger(__name__)
 _CLIENT_EVENTS = {"session.update", "input_audio_buffer.append", "input_audio_buffer.commit",
@@ -143,74 +141,37 @@ class _AudioOut:
         return float32_to_pcm16(x)
 
 
-class ConversationSession:
+class ConversationSession(RealtimeSession):
     """One client's Realtime conversation."""
 
+    kind = "conversation"
+
     def __init__(self, ws: WebSocket, ctx: ServerContext, agent: Agent) -> None:
-        self.ws = ws
-        self.ctx = ctx
+        super().__init__(ws, ctx)
         self.agent = agent
-        self.id = f"sess_{uuid.uuid4().hex[:20]}"
         self.config = initial_config(ctx)
         a = ctx.settings.agent
         self.defaults = {"instructions": a.instructions, "voice": a.voice or ctx.settings.tts.voice,
                          "max_output_tokens": a.max_output_tokens}
-        self.outbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(OUTBOX)
-        self.errors = 0
         self.audio = AudioInput(self.config.in_encoding, self.config.in_rate)
         self.session: AgentSession = agent.session(agent_options(ctx, self.config))
         self._out: dict[str, _AudioOut] = {}
-        self._closing: tuple[int, str] | None = None
-        self._reader: asyncio.Task[None] | None = None
-        self.watch = SessionWatch(ctx.settings.server.ws_idle_timeout_s, ctx.settings.server.ws_send_timeout_s)
+        self._forwarder: asyncio.Future[None] | None = None
 
-    async def run(self) -> None:
-        """Serve the session until the client leaves or is closed."""
-        writer = asyncio.ensure_future(self._write())
-        forwarder = asyncio.ensure_future(self._forward())
-        watcher = asyncio.ensure_future(self.watch.run(self._expire))
-        try:
-            self.send(server_event("session.created", session=self.config.public(self.id, self.defaults)))
-            self._reader = asyncio.ensure_future(self._read())
-            await asyncio.gather(self._reader, return_exceptions=True)
-        finally:
-            watcher.cancel()
-            await self.session.aclose()
-            forwarder.cancel()
-            await drain(self.outbox, writer)  # the last error event goes out before the close frame
-            await asyncio.gather(forwarder, writer, watcher, return_exceptions=True)
-            if self.ws.application_state == WebSocketState.CONNECTED:
-                code, reason = self._closing or (1000, "")
-                await close_socket(self.ws, code, reason)
+    def _open(self) -> None:
+        self._forwarder = asyncio.ensure_future(self._forward())
+        self.send(server_event("session.created", session=self.config.public(self.id, self.defaults)))
 
-    def _expire(self, code: int, reason: str) -> None:
-        """A timeout of :class:`SessionWatch` passed: say why (when the client still reads), then close."""
-        if code == IDLE_CLOSE:
-            idle = self.watch.idle_timeout_s
-            self.send(error_event(InvalidInput(f"no message for {idle:g} s; closing", code="idle_timeout")))
-        self.close(code, reason)
+    async def _shutdown(self) -> None:
+        await self.session.aclose()
+        if self._forwarder is not None:
+            self._forwarder.cancel()
+            await asyncio.gather(self._forwarder, return_exceptions=True)
 
     # ------------------------------------------------------------------------------------------ reading
 
-    async def _read(self) -> None:
-        while self._closing is None:
-            try:
-                message = await self.ws.receive()
-            except (WebSocketDisconnect, RuntimeError):
-                return
-            if message["type"] == "websocket.disconnect":
-                return
-            self.watch.touch()
-            event_id = None
-            try:
-                if message.get("bytes") is not None:
-                    self._append(message["bytes"])
-                elif message.get("text") is not None:
-                    event = parse_message(message["text"])
-                    event_id = event.get("event_id") if isinstance(event.get("event_id"), str) else None
-                    self._handle(event)
-            except VoxserveError as exc:
-                self._report(exc, event_id)
+    def _on_bytes(self, data: bytes) -> None:
+        self._append(data)
 
     def _handle(self, event: dict[str, Any]) -> None:
         kind = event["type"]
@@ -248,14 +209,6 @@ class ConversationSession:
         self.session.update(agent_options(self.ctx, new))
         self.send(server_event("session.updated", session=new.public(self.id, self.defaults)))
 
-    def _report(self, exc: VoxserveError, event_id: str | None) -> None:
-        self.errors += 1
-        self.send(error_event(exc, event_id))
-        if isinstance(exc, Overloaded):
-            self.close(1013, "too far behind real time")
-        elif self.errors > MAX_ERRORS:
-            self.close(1008, "too many invalid messages")
-
     # ------------------------------------------------------------------------------------------ writing
 
     async def _forward(self) -> None:
@@ -278,32 +231,3 @@ class ConversationSession:
                                        item_id=ev.item_id, output_index=0, content_index=0, delta=encode_b64(tail)))
         for out_event in conversation_events(ev, self.config, audio):
             self.send(out_event)
-
-    def send(self, event: dict[str, Any]) -> None:
-        """Queue an event; a client that stops reading is closed rather than buffered without end."""
-        if self._closing is not None:
-            return
-        if self.outbox.full():
-            self.close(1008, "client is not reading events")
-            return
-        self.outbox.put_nowait(event)
-
-    def close(self, code: int, reason: str) -> None:
-        """Close the session after what is already queued."""
-        if self._closing is None:
-            self._closing = (code, reason)
-            log.info("closing conversation %s: %d %s", self.id, code, reason)
-            if self._reader is not None:
-                self._reader.cancel()
-
-    async def _write(self) -> None:
-        while True:
-            event = await self.outbox.get()
-            if event is None:
-                return
-            try:
-                with self.watch.sending():
-                    await self.ws.send_text(json.dumps(event, ensure_ascii=False))
-            except (WebSocketDisconnect, RuntimeError):
-                self.close(1006, "client gone")
-                return

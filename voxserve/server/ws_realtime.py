@@ -11,18 +11,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import uuid
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from fastapi import APIRouter
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from starlette.websockets import WebSocket
 
 from voxserve.audio.pcm import g711_alaw_to_float32, g711_ulaw_to_float32, pcm16_to_float32
 from voxserve.audio.resample import StreamResampler
 from voxserve.backends.registry import load_vad
-from voxserve.errors import InvalidInput, Overloaded, VoxserveError
+from voxserve.errors import InvalidInput, Overloaded
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError
 from voxserve.server.realtime_protocol import (
@@ -32,10 +31,9 @@ from voxserve.server.realtime_protocol import (
     decode_audio_field,
     error_event,
     live_event,
-    parse_message,
     server_event,
 )
-from voxserve.server.ws_watch import IDLE_CLOSE, SessionWatch, close_socket, drain
+from voxserve.server.ws_session import RealtimeSession
 from voxserve.streaming.live_asr import LiveOptions, LiveStream, LiveTranscriber
 from voxserve.streaming.live_events import LiveEvent, Partial, TranscriptCompleted, TranscriptDelta
 from voxserve.streaming.vad import VadParams
@@ -43,8 +41,6 @@ from voxserve.types import SAMPLE_RATE
 
 log = logging.getLogger(__name__)
 router = APIRouter()
-MAX_ERRORS = 50
-OUTBOX = 512
 _CLIENT_EVENTS = {"session.update", "transcription_session.update", "input_audio_buffer.append",
                   "input_audio_buffer.commit", "input_audio_buffer.clear"}
 
@@ -121,101 +117,52 @@ class AudioInput:
         return self._resampler.push(samples) if self._resampler is not None else samples
 
 
-class TranscriptionSession:
+class TranscriptionSession(RealtimeSession):
     """One client's Realtime transcription session."""
 
+    kind = "realtime session"
+
     def __init__(self, ws: WebSocket, ctx: ServerContext) -> None:
-        self.ws = ws
-        self.ctx = ctx
-        self.id = f"sess_{uuid.uuid4().hex[:20]}"
-        live = ctx.settings.live
-        self.config = SessionConfig(partial_interval_ms=live.partial_interval_ms)
-        self.outbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(OUTBOX)
-        self.errors = 0
+        super().__init__(ws, ctx)
+        self.config = SessionConfig(partial_interval_ms=ctx.settings.live.partial_interval_ms)
         self.stream: LiveStream | None = None
         self.audio: AudioInput | None = None
         self.forwarders: list[asyncio.Task[None]] = []
-        self._closing: tuple[int, str] | None = None
-        self._reader: asyncio.Task[None] | None = None
         self._received_samples = 0
-        self.watch = SessionWatch(ctx.settings.server.ws_idle_timeout_s, ctx.settings.server.ws_send_timeout_s)
 
     @property
     def pending_s(self) -> float:
         """Audio received but not yet scored (how far this stream is behind real time)."""
         return self.stream.pending_s if self.stream is not None else 0.0
 
-    async def run(self) -> None:
-        """Serve the session until the client leaves or is closed."""
-        writer = asyncio.ensure_future(self._write())
-        watcher = asyncio.ensure_future(self.watch.run(self._expire))
-        try:
-            self._start_stream()
-            self.send(server_event("session.created", session=self.config.public(self.id)))
-            self._reader = asyncio.ensure_future(self._read())
-            await asyncio.gather(self._reader, return_exceptions=True)
-        finally:
-            watcher.cancel()
-            for task in self.forwarders:
-                task.cancel()
-            if self.stream is not None:
-                await self.stream.aclose()
-            await drain(self.outbox, writer)  # the last error event goes out before the close frame
-            await asyncio.gather(writer, watcher, *self.forwarders, return_exceptions=True)
-            if self.ws.application_state == WebSocketState.CONNECTED:
-                code, reason = self._closing or (1000, "")
-                await close_socket(self.ws, code, reason)
+    def _open(self) -> None:
+        self._start_stream()
+        self.send(server_event("session.created", session=self.config.public(self.id)))
+
+    async def _shutdown(self) -> None:
+        for task in self.forwarders:
+            task.cancel()
+        if self.stream is not None:
+            await self.stream.aclose()
+        await asyncio.gather(*self.forwarders, return_exceptions=True)
 
     # ------------------------------------------------------------------------------------ reading
 
-    async def _read(self) -> None:
-        while self._closing is None:
-            try:
-                message = await self.ws.receive()
-            except (WebSocketDisconnect, RuntimeError):
-                return
-            if message["type"] == "websocket.disconnect":
-                return
-            self.watch.touch()
-            try:
-                if message.get("bytes") is not None:
-                    self._append(message["bytes"])
-                elif message.get("text") is not None:
-                    self._handle(parse_message(message["text"]))
-            except VoxserveError as exc:
-                self._report(exc, None)
-
-    def _expire(self, code: int, reason: str) -> None:
-        """A timeout of :class:`SessionWatch` passed: say why (when the client still reads), then close."""
-        if code == IDLE_CLOSE:
-            idle = self.watch.idle_timeout_s
-            self.send(error_event(InvalidInput(f"no message for {idle:g} s; closing", code="idle_timeout")))
-        self.close(code, reason)
-
-    def _report(self, exc: VoxserveError, event_id: str | None) -> None:
-        self.errors += 1
-        self.send(error_event(exc, event_id))
-        if isinstance(exc, Overloaded):
-            self.close(1013, "too far behind real time")
-        elif self.errors > MAX_ERRORS:
-            self.close(1008, "too many invalid messages")
+    def _on_bytes(self, data: bytes) -> None:
+        self._append(data)
 
     def _handle(self, event: dict[str, Any]) -> None:
         kind = event["type"]
-        event_id = event.get("event_id") if isinstance(event.get("event_id"), str) else None
-        try:
-            if kind not in _CLIENT_EVENTS:
-                raise ProtocolError(f"unknown or unsupported event type {kind!r}", code="unknown_event", param="type")
-            if kind in ("session.update", "transcription_session.update"):
-                self._update(event)
-            elif kind == "input_audio_buffer.append":
-                self._append(decode_audio_field(event))
-            elif kind == "input_audio_buffer.commit":
-                self._require_stream().commit()
-            else:
-                self._require_stream().clear()
-        except VoxserveError as exc:
-            self._report(exc, event_id)
+        if kind not in _CLIENT_EVENTS:
+            raise ProtocolError(f"unknown or unsupported event type {kind!r}", code="unknown_event", param="type")
+        if kind in ("session.update", "transcription_session.update"):
+            self._update(event)
+        elif kind == "input_audio_buffer.append":
+            self._append(decode_audio_field(event))
+        elif kind == "input_audio_buffer.commit":
+            self._require_stream().commit()
+        else:
+            self._require_stream().clear()
 
     def _require_stream(self) -> LiveStream:
         if self.stream is None:
@@ -288,36 +235,3 @@ class TranscriptionSession:
             self.ctx.metrics.live_final_latency.observe(ev.latency_s)
         elif isinstance(ev, Partial):
             self.ctx.metrics.live_partials.inc()
-
-    def send(self, event: dict[str, Any], *, droppable: bool = False) -> None:
-        """Queue an event for the client; a client that stops reading is dropped rather than buffered."""
-        if self._closing is not None:
-            return
-        if self.outbox.full():
-            if droppable:
-                self.ctx.metrics.live_dropped_events.inc()
-                return
-            self.close(1008, "client is not reading events")
-            return
-        self.outbox.put_nowait(event)
-
-    def close(self, code: int, reason: str) -> None:
-        """Close the session after what is already queued."""
-        if self._closing is None:
-            self._closing = (code, reason)
-            log.info("closing realtime session %s: %d %s", self.id, code, reason)
-            if self._reader is not None:
-                self._reader.cancel()
-
-    async def _write(self) -> None:
-        while True:
-            event = await self.outbox.get()
-            if event is None:
-                return
-            try:
-                with self.watch.sending():
-                    await self.ws.send_text(json.dumps(event, ensure_ascii=False))
-            except (WebSocketDisconnect, RuntimeError):
-                self.close(1006, "client gone")
-                return
-

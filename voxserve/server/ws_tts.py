@@ -23,7 +23,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from voxserve.errors import InvalidInput, Overloaded, VoxserveError
 from voxserve.server.context import ServerContext, context
 from voxserve.server.realtime_protocol import ProtocolError, error_event, parse_message, server_event
-from voxserve.server.ws_realtime import MAX_ERRORS, authorize
+from voxserve.server.ws_realtime import authorize
+from voxserve.server.ws_session import MAX_ERRORS
 from voxserve.server.ws_watch import IDLE_CLOSE, SessionWatch, close_socket
 from voxserve.streaming.tts import SpeakOptions, TtsStream
 
