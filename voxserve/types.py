@@ -62,15 +62,11 @@ class AudioChunk:
         return len(self.samples) / self.sample_rate
 
 
-@dataclass(frozen=True)
-class Word:
-    """A recognised word with its time span in samples and the model's confidence."""
+class _SampleSpan:
+    """Seconds of a span whose ``start`` and ``end`` are sample indices at :data:`SAMPLE_RATE`."""
 
-    text: str
     start: int
     end: int
-    probability: float = 1.0
-    speaker: str | None = None
 
     @property
     def start_s(self) -> float:
@@ -84,7 +80,18 @@ class Word:
 
 
 @dataclass(frozen=True)
-class Segment:
+class Word(_SampleSpan):
+    """A recognised word with its time span in samples and the model's confidence."""
+
+    text: str
+    start: int
+    end: int
+    probability: float = 1.0
+    speaker: str | None = None
+
+
+@dataclass(frozen=True)
+class Segment(_SampleSpan):
     """A stretch of transcript with its words and the decoding statistics of the chunk it came from."""
 
     id: int
@@ -98,16 +105,6 @@ class Segment:
     compression_ratio: float = 0.0
     no_speech_prob: float = 0.0
     speaker: str | None = None
-
-    @property
-    def start_s(self) -> float:
-        """Start time in seconds."""
-        return samples_to_s(self.start)
-
-    @property
-    def end_s(self) -> float:
-        """End time in seconds."""
-        return samples_to_s(self.end)
 
 
 @dataclass(frozen=True)
@@ -139,22 +136,12 @@ class TranscriptStats:
 
 
 @dataclass(frozen=True)
-class SpeakerTurn:
+class SpeakerTurn(_SampleSpan):
     """One speaker talking from ``start`` to ``end`` (samples); turns of different speakers may overlap."""
 
     start: int
     end: int
     speaker: str
-
-    @property
-    def start_s(self) -> float:
-        """Start time in seconds."""
-        return samples_to_s(self.start)
-
-    @property
-    def end_s(self) -> float:
-        """End time in seconds."""
-        return samples_to_s(self.end)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,15 @@ from voxserve.agent.events import (
     UserTurnEnded,
 )
 from voxserve.languages import language_code
-from voxserve.server.realtime_protocol import FORMATS, GA_FORMATS, ProtocolError, error_event, server_event
+from voxserve.server.realtime_protocol import (
+    FORMATS,
+    GA_FORMATS,
+    ProtocolError,
+    error_event,
+    float_field,
+    int_field,
+    server_event,
+)
 from voxserve.types import samples_to_s
 
 _EAGERNESS_MS = {"high": 300, "medium": 500, "auto": 500, "low": 900}
@@ -133,9 +141,9 @@ def apply_conversation_update(config: ConversationConfig, event: dict[str, Any])
     tokens = s.get("max_output_tokens", s.get("max_response_output_tokens"))
     if tokens is not None:
         config = replace(config, max_output_tokens=None if tokens == "inf" else
-                         _int({"t": tokens}, "t", 80, 1, 4096, "session.max_output_tokens"))
+                         int_field({"t": tokens}, "t", 80, 1, 4096, "session.max_output_tokens"))
     if "temperature" in s:
-        config = replace(config, temperature=_float(s, "temperature", 0.0, 0.0, 2.0, "session"))
+        config = replace(config, temperature=float_field(s, "temperature", 0.0, 0.0, 2.0, "session"))
     ext = s.get("voxserve")
     if isinstance(ext, dict):
         config = _apply_extensions(config, ext)
@@ -225,9 +233,9 @@ def _turn(td: Any, current: TurnConfig | None, where: str) -> TurnConfig | None:
                                 param=f"{where}.eagerness")
         silence = _EAGERNESS_MS[eagerness]
     return TurnConfig(
-        threshold=_float(td, "threshold", base.threshold, 0.01, 0.99, where),
-        prefix_padding_ms=_int(td, "prefix_padding_ms", base.prefix_padding_ms, 0, 5000, where),
-        silence_duration_ms=_int(td, "silence_duration_ms", silence, 50, 10_000, where),
+        threshold=float_field(td, "threshold", base.threshold, 0.01, 0.99, where),
+        prefix_padding_ms=int_field(td, "prefix_padding_ms", base.prefix_padding_ms, 0, 5000, where),
+        silence_duration_ms=int_field(td, "silence_duration_ms", silence, 50, 10_000, where),
         create_response=_flag(td, "create_response", base.create_response, where),
         interrupt_response=_flag(td, "interrupt_response", base.interrupt_response, where),
         incomplete_silence_ms=base.incomplete_silence_ms, speculative=base.speculative,
@@ -242,7 +250,7 @@ def _apply_extensions(config: ConversationConfig, ext: dict[str, Any]) -> Conver
                             param="session.voxserve.audio_events")
     config = replace(config, audio_events=names)
     if config.turn is not None:
-        turn = replace(config.turn, incomplete_silence_ms=_int(ext, "incomplete_silence_ms",
+        turn = replace(config.turn, incomplete_silence_ms=int_field(ext, "incomplete_silence_ms",
                                                                config.turn.incomplete_silence_ms, 0, 10_000,
                                                                "session.voxserve"),
                        speculative=_flag(ext, "speculative", config.turn.speculative, "session.voxserve"))
@@ -254,24 +262,6 @@ def _text(value: Any, where: str) -> str:
     if not isinstance(value, str):
         raise ProtocolError(f"{where} must be a string", code="invalid_value", param=where)
     return value
-
-
-def _int(d: dict[str, Any], key: str, default: int, lo: int, hi: int, where: str) -> int:
-    value = d.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise ProtocolError(f"{key} must be an integer between {lo} and {hi}", code="invalid_value", param=f"{where}.{key}")
-    return value
-
-
-def _float(d: dict[str, Any], key: str, default: float, lo: float, hi: float, where: str) -> float:
-    value = d.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= float(value) <= hi:
-        raise ProtocolError(f"{key} must be a number between {lo} and {hi}", code="invalid_value", param=f"{where}.{key}")
-    return float(value)
 
 
 def _flag(d: dict[str, Any], key: str, default: bool, where: str) -> bool:

@@ -127,7 +127,7 @@ def apply_update(config: SessionConfig, event: dict[str, Any]) -> SessionConfig:
             config,
             partial_events=_bool(ext, "partial_events", config.partial_events),
             speakers=_bool(ext, "speakers", config.speakers),
-            partial_interval_ms=_int(ext, "partial_interval_ms", config.partial_interval_ms, 0, 10_000, "session.voxserve"),
+            partial_interval_ms=int_field(ext, "partial_interval_ms", config.partial_interval_ms, 0, 10_000, "session.voxserve"),
         )
     return config
 
@@ -203,9 +203,9 @@ def _turn_detection(td: Any, where: str) -> TurnDetection | None:
         raise ProtocolError("turn_detection must be null or {type: server_vad, ...}", code="invalid_turn_detection",
                             param=where)
     return TurnDetection(
-        threshold=_float(td, "threshold", 0.5, 0.01, 0.99, where),
-        prefix_padding_ms=_int(td, "prefix_padding_ms", 300, 0, 5000, where),
-        silence_duration_ms=_int(td, "silence_duration_ms", 500, 50, 10_000, where),
+        threshold=float_field(td, "threshold", 0.5, 0.01, 0.99, where),
+        prefix_padding_ms=int_field(td, "prefix_padding_ms", 300, 0, 5000, where),
+        silence_duration_ms=int_field(td, "silence_duration_ms", 500, 50, 10_000, where),
     )
 
 
@@ -216,7 +216,8 @@ def _bool(d: dict[str, Any], key: str, default: bool) -> bool:
     return value
 
 
-def _int(d: dict[str, Any], key: str, default: int, lo: int, hi: int, where: str) -> int:
+def int_field(d: dict[str, Any], key: str, default: int, lo: int, hi: int, where: str) -> int:
+    """``d[key]`` as an integer in ``[lo, hi]`` (``default`` when absent or null), else ``invalid_value``."""
     value = d.get(key, default)
     if value is None:
         return default
@@ -225,7 +226,8 @@ def _int(d: dict[str, Any], key: str, default: int, lo: int, hi: int, where: str
     return value
 
 
-def _float(d: dict[str, Any], key: str, default: float, lo: float, hi: float, where: str) -> float:
+def float_field(d: dict[str, Any], key: str, default: float, lo: float, hi: float, where: str) -> float:
+    """``d[key]`` as a number in ``[lo, hi]`` (``default`` when absent or null), else ``invalid_value``."""
     value = d.get(key, default)
     if value is None:
         return default
