@@ -49,6 +49,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.reliability)
             if "long" in item.keywords and not LONG:
                 item.add_marker(skip)
+            if LONG or os.environ.get("VOXSERVE_FUZZ_EXAMPLES"):
+                item.add_marker(pytest.mark.timeout(4 * 3600))  # long budgets outlast the suite's 600 s
 
 
 # ------------------------------------------------------------------------------------------ resources
