@@ -137,3 +137,20 @@ def test_long_file_wer(vox: Voxserve, corpus: Path) -> None:
     assert all(a.end <= b.start for a, b in zip(words, words[1:]))
     assert all(a.end <= b.start for a, b in zip(t.segments, t.segments[1:]))
     assert words[-1].end_s > 225.0
+
+
+def test_one_batch_with_different_previous_texts(vox: Voxserve, data_dir: Path) -> None:
+    """Live streams each carry their own previous text; CTranslate2 refuses a generate call whose prompts put
+    <|startoftranscript|> at different positions, so such requests must be grouped, not fail the batch."""
+    from voxserve.audio.decode import decode_audio
+    from voxserve.backends.base import AsrRequest, DecodeOptions
+
+    audio = decode_audio(data_dir / "fw_jfk.flac")
+    prompts = [None, "Good evening.", "A speech at the inauguration, in Washington, in January nineteen sixty-one."]
+    requests = [AsrRequest(audio, DecodeOptions(language="en", prompt=p)) for p in prompts]
+    model = vox.asr().model
+    together = model.transcribe_batch(requests)
+    alone = [model.transcribe_batch([r])[0] for r in requests]
+    assert [r.text for r in together] == [r.text for r in alone]
+    for r in together:
+        assert "ask not what your country can do for you" in r.text.lower()

@@ -171,15 +171,16 @@ class CTranslate2Whisper:
 
     # ------------------------------------------------------------------------------------- internals
 
-    @staticmethod
-    def _group(requests: Sequence[AsrRequest]) -> dict[tuple[Any, ...], list[int]]:
+    def _group(self, requests: Sequence[AsrRequest]) -> dict[tuple[Any, ...], list[int]]:
         groups: dict[tuple[Any, ...], list[int]] = defaultdict(list)
         for i, req in enumerate(requests):
             o = req.options
             frames = _window_frames(len(req.audio), o.window, o.fit_step_s)
             # Not keyed by max_new_tokens: long-file chunks all have different caps, and a group per cap made
             # every decoder call a batch of one (measured: 26% slower on the corpus long file, one CPU worker).
-            key = (frames, o.temperature, o.beam_size if o.temperature == 0 else o.best_of)
+            # Keyed by the previous-text length: CTranslate2 needs <|startoftranscript|> at the same position
+            # in every sequence of a generate call (live streams each carry their own previous text).
+            key = (frames, o.temperature, o.beam_size if o.temperature == 0 else o.best_of, len(self._previous(o)))
             groups[key].append(i)
         return groups
 
@@ -249,12 +250,15 @@ class CTranslate2Whisper:
             seq += [self._token(f"<|{language}|>"), self._special[task]]
         return seq
 
+    def _previous(self, options: DecodeOptions) -> list[int]:
+        """``<|startofprev|>`` and the prompt's last tokens, or nothing without a prompt."""
+        if not (options.prompt and options.prompt.strip()):
+            return []
+        ids = self._tokenizer.encode(" " + options.prompt.strip(), add_special_tokens=False).ids
+        return [self._special["startofprev"]] + ids[-(MAX_TEXT_TOKENS // 2 - 1) :]
+
     def _prompt(self, options: DecodeOptions, language: str) -> list[int]:
-        prefix: list[int] = []
-        if options.prompt and options.prompt.strip():
-            ids = self._tokenizer.encode(" " + options.prompt.strip(), add_special_tokens=False).ids
-            prefix = [self._special["startofprev"]] + ids[-(MAX_TEXT_TOKENS // 2 - 1) :]
-        return prefix + self._sot(options.task, language) + [self._special["notimestamps"]]
+        return self._previous(options) + self._sot(options.task, language) + [self._special["notimestamps"]]
 
     def _generate(self, encoded: Any, prompts: list[list[int]], o: DecodeOptions) -> list[tuple[list[int], float, float]]:
         longest = max(len(p) for p in prompts)
