@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from voxserve.bench.common import write_report
 from voxserve.errors import InvalidInput
 from voxserve.service import Voxserve
 
@@ -120,7 +120,7 @@ def cmd_longform(args: argparse.Namespace, settings: Any) -> int:
         vox.close()
     print(format_longform(report))
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+        write_report(args.json, report)
     return 0
 
 
@@ -136,7 +136,7 @@ def cmd_agent(args: argparse.Namespace, settings: Any) -> int:
     report = run_agent_bench(settings, config, log=lambda s: print(s, file=sys.stderr))
     print(format_agent_report(report))
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+        write_report(args.json, report)
     return 0
 
 
@@ -177,7 +177,7 @@ def cmd_server(args: argparse.Namespace, settings: Any) -> int:
         report = run_server_bench(run_settings, config, log=lambda s: print(s, file=sys.stderr))
     print(format_server(report))
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+        write_report(args.json, report)
     return 0
 
 
@@ -203,7 +203,7 @@ def cmd_tts(args: argparse.Namespace) -> int:
         tts.close()
     print(format_tts_report(report))
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+        write_report(args.json, report)
     return 0
 
 
@@ -229,7 +229,7 @@ def cmd_live(args: argparse.Namespace, settings: Any) -> int:
                                 log=lambda s: print(s, file=sys.stderr))
     print(format_live(report))
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+        write_report(args.json, report)
     return 0
 
 
@@ -242,5 +242,5 @@ def cmd_soak(args: argparse.Namespace) -> int:
     report = run_soak(config, default_clips(), log=lambda s: print(s, file=sys.stderr))
     print(format_soak(report))
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+        write_report(args.json, report)
     return 0 if report["ok"] else 1

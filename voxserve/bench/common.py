@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import platform
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -60,3 +63,18 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.2f}" if abs(value) < 1000 else f"{value:.0f}"
     return str(value)
+
+
+def write_report(path: str | Path, report: Any) -> None:
+    """Write a benchmark report as strict JSON (a NaN, such as a latency nobody could measure, becomes null)."""
+
+    def strict(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: strict(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [strict(v) for v in value]
+        return value
+
+    Path(path).write_text(json.dumps(strict(report), indent=2, allow_nan=False) + "\n", encoding="utf-8")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from voxserve.bench.common import write_report
 from voxserve.errors import InvalidInput
 from voxserve.service import Voxserve
 
@@ -40,5 +40,5 @@ def cmd_bench_diarize(args: argparse.Namespace, settings: Any) -> int:
         vox.close()
     print(format_diarize(report))
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+        write_report(args.json, report)
     return 0

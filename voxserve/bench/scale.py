@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voxserve.bench.common import machine, table
+from voxserve.bench.common import machine, table, write_report
 from voxserve.config import Settings
 from voxserve.errors import InvalidInput
 
@@ -183,7 +183,7 @@ def cmd_scale(args: argparse.Namespace, settings: Settings) -> int:
     report = run_scale(settings, config, log=lambda s: print(s, file=sys.stderr))
     print(format_scale(report))
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2), encoding="utf-8")
+        write_report(args.json, report)
     if args.results:
         merge_results(Path(args.results), capacity_entry(report), report["machine"])
         print(f"wrote {args.results}", file=sys.stderr)
