@@ -223,6 +223,32 @@ def test_abuse_closes_with_the_right_code_and_nothing_leaks(live: LiveServer) ->
     assert httpx.get(live.url + "/health").status_code == 200
 
 
+def test_a_defect_in_a_handler_is_an_error_event_and_1011(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in message handling must not end the session silently with 1000: the client gets an
+    ``internal_error`` event and close 1011; the server goes on serving."""
+    from voxserve.server.ws_realtime import TranscriptionSession
+
+    real = TranscriptionSession._handle
+
+    def handle(self: TranscriptionSession, event: dict[str, Any]) -> None:
+        if event["type"] == "input_audio_buffer.clear":
+            raise KeyError("a defect")
+        real(self, event)
+
+    monkeypatch.setattr(TranscriptionSession, "_handle", handle)
+    s = open_session(live.url)
+    s.send({"type": "input_audio_buffer.clear", "event_id": "e1"})
+    s.closed.wait(10)
+    assert s.ws.close_code == 1011
+    errors = s.of_type("error")
+    assert errors and errors[-1]["error"]["code"] == "internal_error" and errors[-1]["error"]["event_id"] == "e1"
+    monkeypatch.undo()
+    ok = open_session(live.url)
+    ok.send({"type": "input_audio_buffer.clear"})
+    ok.wait_for("input_audio_buffer.cleared", timeout=10)
+    ok.ws.close()
+
+
 def test_unsupported_intent_and_model(live: LiveServer) -> None:
     ws = connect(live.url.replace("http", "ws") + "/v1/realtime")
     first = json.loads(ws.recv())

@@ -154,7 +154,7 @@ def _apply_ga(config: ConversationConfig, s: dict[str, Any]) -> ConversationConf
     audio = s.get("audio") or {}
     if not isinstance(audio, dict):
         raise ProtocolError("session.audio must be an object", code="invalid_session", param="session.audio")
-    inp, out = audio.get("input") or {}, audio.get("output") or {}
+    inp, out = _object(audio, "input", "session.audio"), _object(audio, "output", "session.audio")
     if isinstance(inp.get("format"), dict):
         encoding, rate = _ga_audio_format(inp["format"], "session.audio.input.format")
         config = replace(config, in_encoding=encoding, in_rate=rate)
@@ -189,6 +189,16 @@ def _apply_beta(config: ConversationConfig, s: dict[str, Any]) -> ConversationCo
     if "turn_detection" in s:
         config = replace(config, turn=_turn(s["turn_detection"], config.turn, "session.turn_detection"))
     return config
+
+
+def _object(parent: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    """``parent[key]`` as an object (``{}`` when absent or null), else ``invalid_session``."""
+    value = parent.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{where}.{key} must be an object", code="invalid_session", param=f"{where}.{key}")
+    return value
 
 
 def _ga_audio_format(fmt: dict[str, Any], where: str) -> tuple[str, int]:

@@ -100,6 +100,11 @@ class RealtimeSession:
                     self._handle(event)
             except VoxserveError as exc:
                 self._report(exc, event_id)
+            except Exception:  # noqa: BLE001 - a defect: logged, told, closed with 1011, never a silent close
+                log.exception("%s %s: unexpected error handling a client message", self.kind, self.id)
+                self.send(error_event(VoxserveError("internal error handling the message", code="internal_error"),
+                                      event_id))
+                self.close(1011, "internal error")
 
     def _report(self, exc: VoxserveError, event_id: str | None) -> None:
         self.errors += 1

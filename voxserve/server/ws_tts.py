@@ -110,6 +110,10 @@ class SpeechSession:
                 await self.send(error_event(exc))
                 if self.errors > MAX_ERRORS:
                     self._closing = (1008, "too many invalid messages")
+            except Exception:  # noqa: BLE001 - a defect: logged, told, closed with 1011, never a silent close
+                log.exception("speech session: unexpected error handling a client message")
+                await self.send(error_event(VoxserveError("internal error handling the message", code="internal_error")))
+                self._closing = (1011, "internal error")
 
     async def _handle(self, event: dict[str, Any]) -> None:
         kind = event["type"]
