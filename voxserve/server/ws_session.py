@@ -83,13 +83,9 @@ class RealtimeSession:
 
     async def _read(self) -> None:
         while self._closing is None:
-            try:
-                message = await self.ws.receive()
-            except (WebSocketDisconnect, RuntimeError):
+            message = await self.watch.receive(self.ws)
+            if message is None:
                 return
-            if message["type"] == "websocket.disconnect":
-                return
-            self.watch.touch()
             event_id = None
             try:
                 if message.get("bytes") is not None:

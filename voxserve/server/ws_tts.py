@@ -91,13 +91,9 @@ class SpeechSession:
 
     async def _read(self) -> None:
         while self._closing is None:
-            try:
-                message = await self.ws.receive()
-            except (WebSocketDisconnect, RuntimeError):
+            message = await self.watch.receive(self.ws)
+            if message is None:
                 return
-            if message["type"] == "websocket.disconnect":
-                return
-            self.watch.touch()
             try:
                 if message.get("text") is None:
                     raise ProtocolError("this socket takes JSON text events", code="invalid_event")

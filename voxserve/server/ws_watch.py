@@ -50,6 +50,17 @@ class SessionWatch:
             self._sending_since = None
             self.touch()
 
+    async def receive(self, ws: WebSocket) -> dict[str, Any] | None:
+        """The client's next message (activity), or None once the client has gone."""
+        try:
+            message = await ws.receive()
+        except (WebSocketDisconnect, RuntimeError):
+            return None
+        if message["type"] == "websocket.disconnect":
+            return None
+        self.touch()
+        return message
+
     def expired(self, now: float | None = None) -> tuple[int, str] | None:
         """The close code and reason when a timeout has passed, else None."""
         now = time.monotonic() if now is None else now
