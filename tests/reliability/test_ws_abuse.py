@@ -6,9 +6,11 @@ the same server is unaffected, and memory stays bounded."""
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import threading
 import time
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -267,22 +269,30 @@ def _abuse_mix(server: Server) -> None:
 
 
 def test_memory_and_descriptors_stay_bounded(server: Server, baseline: dict[str, float]) -> None:
-    """After all the abuse above, the mix of it again: RSS stops growing (the first passes warm up allocator
-    arenas, model buffers and peak session memory: measured +100..+330 MB that stay), fds are back to the
-    baseline and no session is left. A session or a non-reading client that buffered without limit would grow
-    RSS on every pass; allocator noise (one pass measured +118 MB under a loaded machine) grows it on one pass
-    only, so up to three passes are measured and one of them must stay under 60 MB."""
+    """After all the abuse above, the mix of it twice more: the Python heap does not grow from one pass to the
+    next (a session, an outbox or a non-reading client that buffered without limit would hold its events and
+    frames there), fds are back to the baseline and no session is left. Process RSS is only bounded loosely:
+    the native allocators of the models keep peak memory in ways that depend on timing (measured per pass in
+    the full suite: +139, +87, +86 MB with a flat Python heap; alone: +142, then +26 MB)."""
     assert wait_until(lambda: no_sessions(server), 20)
-    _abuse_mix(server)
-    growth: list[float] = []
-    for _ in range(3):
-        before = rss_mb()
-        _abuse_mix(server)
-        growth.append(rss_mb() - before)
-        if growth[-1] < 60:
-            break
+    _abuse_mix(server)  # warm-up: arenas, model buffers, peak session memory
+    tracemalloc.start()
+    try:
+        rss: list[float] = []
+        heap: list[float] = []
+        for _ in range(2):
+            before = rss_mb()
+            _abuse_mix(server)
+            assert wait_until(lambda: no_sessions(server), 20)
+            gc.collect()
+            rss.append(rss_mb() - before)
+            heap.append(tracemalloc.get_traced_memory()[0] / 1e6)
+    finally:
+        tracemalloc.stop()
     assert wait_until(lambda: open_fds() <= baseline["fds"] + 4, 30), (open_fds(), baseline["fds"])
     record("ws_abuse_resources", rss_baseline_mb=round(baseline["rss_mb"]), rss_after_mb=round(rss_mb()),
-           rss_growth_per_pass_mb=[round(g) for g in growth], fds_before=baseline["fds"], fds_after=open_fds())
-    assert min(growth) < 60, f"RSS grew on every pass: {[round(g) for g in growth]} MB"
+           rss_growth_per_pass_mb=[round(g) for g in rss], python_heap_after_pass_mb=[round(h, 1) for h in heap],
+           fds_before=baseline["fds"], fds_after=open_fds())
+    assert heap[1] - heap[0] < 10, f"the Python heap grew {heap[1] - heap[0]:.1f} MB on the last pass"
+    assert max(rss) < 300, f"RSS grew {rss} MB per pass"
     assert server.healthy()
