@@ -45,7 +45,7 @@ from voxserve.server.realtime_protocol import (
     server_event,
 )
 from voxserve.server.ws_realtime import AudioInput
-from voxserve.server.ws_session import RealtimeSession
+from voxserve.server.ws_session import RealtimeSession, run_counted
 
 log = logging.getLogger(__name__)
 _CLIENT_EVENTS = {"session.update", "input_audio_buffer.append", "input_audio_buffer.commit",
@@ -64,14 +64,7 @@ async def conversation_handler(ws: WebSocket, ctx: ServerContext) -> None:
     except VoxserveError as exc:
         await _refuse(ws, exc)
         return
-    session = ConversationSession(ws, ctx, agent)
-    sessions.add(session)
-    ctx.metrics.agent_sessions.set(len(sessions))
-    try:
-        await session.run()
-    finally:
-        sessions.discard(session)
-        ctx.metrics.agent_sessions.set(len(sessions))
+    await run_counted(ConversationSession(ws, ctx, agent), sessions, ctx.metrics.agent_sessions)
 
 
 async def shared_agent(ctx: ServerContext) -> Agent:

@@ -33,7 +33,7 @@ from voxserve.server.realtime_protocol import (
     live_event,
     server_event,
 )
-from voxserve.server.ws_session import RealtimeSession
+from voxserve.server.ws_session import RealtimeSession, run_counted
 from voxserve.streaming.live_asr import LiveOptions, LiveStream, LiveTranscriber
 from voxserve.streaming.live_events import LiveEvent, Partial, TranscriptCompleted, TranscriptDelta
 from voxserve.streaming.vad import VadParams
@@ -87,14 +87,7 @@ async def realtime(ws: WebSocket) -> None:
         await ws.send_text(json.dumps(error_event(Overloaded("too many live streams; retry later"))))
         await ws.close(1013, "try again later")
         return
-    session = TranscriptionSession(ws, ctx)
-    sessions.add(session)
-    ctx.metrics.live_streams.set(len(sessions))
-    try:
-        await session.run()
-    finally:
-        sessions.discard(session)
-        ctx.metrics.live_streams.set(len(sessions))
+    await run_counted(TranscriptionSession(ws, ctx), sessions, ctx.metrics.live_streams)
 
 
 class AudioInput:

@@ -151,3 +151,14 @@ class RealtimeSession:
             except (WebSocketDisconnect, RuntimeError):
                 self.close(1006, "client gone")
                 return
+
+
+async def run_counted(session: RealtimeSession, sessions: set[Any], gauge: Any) -> None:
+    """Run a session while it is in ``sessions`` (the server's admission count) and ``gauge`` (its metric)."""
+    sessions.add(session)
+    gauge.set(len(sessions))
+    try:
+        await session.run()
+    finally:
+        sessions.discard(session)
+        gauge.set(len(sessions))

@@ -159,10 +159,11 @@ class CTranslate2Whisper:
     def transcribe_batch(self, requests: Sequence[AsrRequest]) -> list[AsrResult]:
         """Recognise every request; requests with compatible options share decoder calls."""
         results: list[AsrResult | None] = [None] * len(requests)
-        for indices in self._group(requests).values():
+        previous = [self._previous(r.options) for r in requests]  # tokenized once: grouping and prompts use it
+        for indices in self._group(requests, previous).values():
             group = [requests[i] for i in indices]
             try:
-                outputs = self._run_group(group)
+                outputs = self._run_group(group, [previous[i] for i in indices])
             except RuntimeError as exc:
                 raise BackendError(f"CTranslate2 failed: {exc}", retryable=True) from exc
             for i, result in zip(indices, outputs):
@@ -171,7 +172,8 @@ class CTranslate2Whisper:
 
     # ------------------------------------------------------------------------------------- internals
 
-    def _group(self, requests: Sequence[AsrRequest]) -> dict[tuple[Any, ...], list[int]]:
+    @staticmethod
+    def _group(requests: Sequence[AsrRequest], previous: list[list[int]]) -> dict[tuple[Any, ...], list[int]]:
         groups: dict[tuple[Any, ...], list[int]] = defaultdict(list)
         for i, req in enumerate(requests):
             o = req.options
@@ -180,7 +182,7 @@ class CTranslate2Whisper:
             # every decoder call a batch of one (measured: 26% slower on the corpus long file, one CPU worker).
             # Keyed by the previous-text length: CTranslate2 needs <|startoftranscript|> at the same position
             # in every sequence of a generate call (live streams each carry their own previous text).
-            key = (frames, o.temperature, o.beam_size if o.temperature == 0 else o.best_of, len(self._previous(o)))
+            key = (frames, o.temperature, o.beam_size if o.temperature == 0 else o.best_of, len(previous[i]))
             groups[key].append(i)
         return groups
 
@@ -208,11 +210,11 @@ class CTranslate2Whisper:
             out.append([(token.strip("<|>"), float(p)) for token, p in ranking])
         return out
 
-    def _run_group(self, group: list[AsrRequest]) -> list[AsrResult]:
+    def _run_group(self, group: list[AsrRequest], previous: list[list[int]]) -> list[AsrResult]:
         mels = [self._mel(r.audio, r.options.window, r.options.fit_step_s) for r in group]
         encoded = self._encode(mels)
         languages = self._languages(group, encoded)
-        prompts = [self._prompt(r.options, lang) for r, (lang, _) in zip(group, languages)]
+        prompts = [prev + self._start(r.options, lang) for r, prev, (lang, _) in zip(group, previous, languages)]
         caps = [r.options.max_new_tokens for r in group]
         cap = None if None in caps else max(c for c in caps if c is not None)  # a batch shares one length limit
         generated = self._generate(encoded, prompts, replace(group[0].options, max_new_tokens=cap))
@@ -257,8 +259,9 @@ class CTranslate2Whisper:
         ids = self._tokenizer.encode(" " + options.prompt.strip(), add_special_tokens=False).ids
         return [self._special["startofprev"]] + ids[-(MAX_TEXT_TOKENS // 2 - 1) :]
 
-    def _prompt(self, options: DecodeOptions, language: str) -> list[int]:
-        return self._previous(options) + self._sot(options.task, language) + [self._special["notimestamps"]]
+    def _start(self, options: DecodeOptions, language: str) -> list[int]:
+        """The start sequence after the previous text: start of transcript, language, task, no timestamps."""
+        return self._sot(options.task, language) + [self._special["notimestamps"]]
 
     def _generate(self, encoded: Any, prompts: list[list[int]], o: DecodeOptions) -> list[tuple[list[int], float, float]]:
         longest = max(len(p) for p in prompts)
