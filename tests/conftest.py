@@ -14,13 +14,14 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 DATA = Path(__file__).parent / "data"
 
 
-def corpus_root() -> Path | None:
-    """``../shared/corpus`` beside the checkout, or ``$VOXSERVE_CORPUS``, when present."""
-    candidates = [os.environ.get("VOXSERVE_CORPUS"), Path(__file__).resolve().parents[2] / "shared" / "corpus"]
-    for c in candidates:
-        if c and Path(c).is_dir():
-            return Path(c)
-    return None
+SHIPPED_CORPUS = DATA / "corpus"
+
+
+def corpus_root() -> Path:
+    """The development corpus the tests score: ``$VOXSERVE_CORPUS`` when set, else the copy shipped in
+    ``tests/data/corpus`` (so a user's clone runs the same quality checks as the developers' machines)."""
+    override = os.environ.get("VOXSERVE_CORPUS")
+    return Path(override) if override else SHIPPED_CORPUS
 
 
 @pytest.fixture(scope="session")
@@ -31,8 +32,8 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def corpus() -> Path:
     root = corpus_root()
-    if root is None:
-        pytest.skip("the development corpus (../shared/corpus) is not available")
+    if not root.is_dir():
+        raise FileNotFoundError(f"VOXSERVE_CORPUS={root} is not a directory")
     return root
 
 

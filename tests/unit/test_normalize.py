@@ -8,21 +8,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import corpus_root
 from voxserve.eval.normalize import _WORD_TABLE, character_tokens, normalize_basic, normalize_english
 
-_REPO = Path(__file__).resolve().parents[2]
-_CORPUS = next((p for p in (_REPO.parent / "shared" / "corpus", _REPO / "shared" / "corpus") if p.is_dir()), None)
+_CORPUS = corpus_root()
 
 
 def _corpus_texts(*subsets: str) -> list[Path]:
-    if _CORPUS is None:
-        return []
-    return sorted(path for subset in subsets for path in (_CORPUS / subset).glob("*.txt"))
+    paths = sorted(path for subset in subsets for path in (_CORPUS / subset).glob("*.txt"))
+    assert paths, f"no reference texts under {_CORPUS}"
+    return paths
 
 
 def _params(paths: list[Path]) -> list[object]:
-    if not paths:
-        return [pytest.param(None, marks=pytest.mark.skip(reason="no ../shared/corpus in this checkout"))]
     return [pytest.param(path, id=path.name) for path in paths]
 
 
