@@ -22,7 +22,7 @@ def test_pooled_english_wer(vox: Voxserve, corpus: Path) -> None:
     # most errors are the model's own (accents, "Montreal Forced Aligner"); the bound leaves room for noise.
     assert ev.pooled_wer.wer < 0.10, ev.pooled_wer
     jfk = next(f for f in ev.files if f.name == "fw_jfk")
-    assert jfk.score.wer == 0.0
+    assert jfk.score.wer <= 0.1  # 0 % here, one word ("asked") on some CPUs
 
 
 def test_language_identification(vox: Voxserve, corpus: Path) -> None:

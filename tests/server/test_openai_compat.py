@@ -13,6 +13,7 @@ import pytest
 import srt
 import webvtt
 
+from tests.quality import jfk_wer
 from voxserve.eval.normalize import normalize_english
 from voxserve.eval.wer import score_wer
 
@@ -25,7 +26,7 @@ def test_json_text_matches_the_cli(client: Any, data_dir: Path) -> None:
     cli = subprocess.run([sys.executable, "-m", "voxserve.cli", "transcribe", str(data_dir / "fw_jfk.flac"), "--quiet"],
                          capture_output=True, text=True, timeout=120)
     assert r.text == cli.stdout.strip()
-    assert normalize_english(r.text) == normalize_english((data_dir / "fw_jfk.txt").read_text())
+    assert jfk_wer(r.text) <= 0.1, r.text
 
 
 @pytest.mark.parametrize("fmt", ["text", "srt", "vtt"])
@@ -77,7 +78,7 @@ def test_streaming_events(client: Any, data_dir: Path) -> None:
     assert types[-1] == "transcript.text.done" and "transcript.text.delta" in types
     assert all(t == "transcript.text.delta" for t in types[:-1])
     assert "".join(e.delta for e in events[:-1]).strip() == events[-1].text
-    assert events[-1].text.startswith("And so my fellow Americans")
+    assert jfk_wer(events[-1].text) <= 0.1, events[-1].text
 
 
 def test_eight_concurrent_requests_share_batches(client: Any, live: Any, data_dir: Path) -> None:
@@ -92,7 +93,7 @@ def test_eight_concurrent_requests_share_batches(client: Any, live: Any, data_di
     with ThreadPoolExecutor(8) as pool:
         texts = list(pool.map(one, files))
     assert texts[0] == texts[4] and texts[1] == texts[5]
-    assert normalize_english(texts[0]) == normalize_english((data_dir / "fw_jfk.txt").read_text())
+    assert jfk_wer(texts[0]) <= 0.1, texts[0]
     assert "arenas" in texts[2] and ("Portal" in texts[3] or "portal" in texts[3])
     batches = live.metric("voxserve_batch_size_count") - before_batches
     items = live.metric("voxserve_batch_size_sum") - before_items
