@@ -52,7 +52,13 @@ class GuardSettings(_Frozen):
     no_speech_threshold: float = 0.6
     max_words_per_minute: float = 380.0
     min_words_per_minute: float = 12.0
-    temperatures: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8, 1.0)
+    loop_words_per_s: float = Field(4.5, gt=0.0, description="A repeated run fails above this many words per second of speech.")
+    loop_min_avg_logprob: float = Field(-0.7, description="A repeated run fails below this mean token log-probability.")
+    retry_beam_size: int = Field(5, ge=1, le=16, description="Beam width of the deterministic retry.")
+    loop_repetition_penalty: float = Field(1.3, ge=1.0, le=3.0, description="Repetition penalty of the last deterministic retry (1 = none).")
+    temperatures: tuple[float, ...] = Field(
+        (), description="Sampled retries after the deterministic ones, e.g. [0.2, 0.6, 1.0] (Whisper's fallback); "
+        "CTranslate2 has no per-call seed, so sampled text is not reproducible from run to run.")
     rechunk: bool = True
 
 

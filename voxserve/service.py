@@ -45,6 +45,16 @@ class Voxserve:
         """The shared service of a model (loaded on first use): in this process, or its replicas on Ray."""
         return self.pool.asr(model)
 
+    def guard_config(self) -> GuardConfig:
+        """The hallucination guard as the process settings configure it (long files and live streams)."""
+        g = self.settings.guard
+        return GuardConfig(
+            enabled=g.enabled, max_compression_ratio=g.max_compression_ratio, min_avg_logprob=g.min_avg_logprob,
+            no_speech_threshold=g.no_speech_threshold, max_words_per_minute=g.max_words_per_minute,
+            min_words_per_minute=g.min_words_per_minute, loop_words_per_s=g.loop_words_per_s,
+            loop_min_avg_logprob=g.loop_min_avg_logprob,
+        )
+
     def long_options(
         self,
         *,
@@ -67,12 +77,10 @@ class Voxserve:
                 max_chunk_s=c.max_chunk_s,
                 vad=VadParams(threshold=c.vad_threshold, min_silence_ms=c.min_silence_ms, speech_pad_ms=c.speech_pad_ms),
             ),
-            guard=GuardConfig(
-                enabled=g.enabled, max_compression_ratio=g.max_compression_ratio, min_avg_logprob=g.min_avg_logprob,
-                no_speech_threshold=g.no_speech_threshold, max_words_per_minute=g.max_words_per_minute,
-                min_words_per_minute=g.min_words_per_minute,
-            ),
+            guard=self.guard_config(),
             temperatures=g.temperatures,
+            retry_beam_size=g.retry_beam_size,
+            loop_repetition_penalty=g.loop_repetition_penalty,
             rechunk=g.rechunk,
             best_of=s.asr.best_of,
             max_duration_s=max_duration_s,

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from voxserve.pipelines.guard import (
     GuardConfig,
+    LoopEvidence,
     Verdict,
     assess,
     compression_ratio,
@@ -157,10 +158,10 @@ def test_disabled_guard_always_passes() -> None:
 
 def test_languages_without_spaces_are_not_checked_for_word_repetition() -> None:
     text = "好 好 好 好 好 好"
-    assert "repetition" in ok(text, speech_s=5.0, lang="en").reasons
-    v = ok(text, speech_s=5.0, lang="zh")
+    assert "repetition" in ok(text, speech_s=5.0, logprob=-0.8, lang="en").reasons  # a run the decoder was unsure of
+    v = ok(text, speech_s=5.0, logprob=-0.8, lang="zh")
     assert v.passed, v.reasons
-    assert ok(text, speech_s=5.0, lang="ja").passed
+    assert ok(text, speech_s=5.0, logprob=-0.8, lang="ja").passed
 
 
 def test_no_space_languages_are_still_checked_for_compression_and_rate() -> None:
@@ -173,7 +174,9 @@ def test_no_space_languages_are_still_checked_for_compression_and_rate() -> None
 
 def test_custom_thresholds() -> None:
     cfg = GuardConfig(max_repeats=3, min_avg_logprob=-0.5, max_words_per_minute=60, word_slack=0)
-    assert assess("no no no", -0.1, 0.0, 10 * S, "en", cfg).reasons == ("repetition",)
+    assert assess("no no no", -0.1, 0.0, 10 * S, "en", cfg).passed  # a repeated run alone is no loop
+    assert assess("no no no", -0.1, 0.0, 10 * S, "en", cfg, LoopEvidence(hit_cap=True)).reasons == (
+        "repetition", "token_cap")
     assert assess("fine words here", -0.6, 0.0, 10 * S, "en", cfg).reasons == ("avg_logprob",)
     assert assess("one two three four five six seven eight nine ten eleven", -0.1, 0.0, 10 * S, "en", cfg).reasons == (
         "too_many_words",
@@ -205,13 +208,55 @@ def test_assess_never_raises(text: str, logprob: float, no_speech: float, sample
         "repetition",
         "too_many_words",
         "too_few_words",
+        "squeezed_words",
+        "past_speech",
+        "token_cap",
+        "fast_words",
+        "unsure_words",
     }
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(["thank", "you", "so", "much", "bye"]), min_size=1, max_size=4), st.integers(6, 30))
 def test_any_phrase_looped_many_times_fails(phrase: list[str], times: int) -> None:
+    """A run with a looping decoder's mark beside it (stopped at its token cap) always fails."""
     text = " ".join(phrase * times)
-    v = assess(text, -0.2, 0.01, 20 * S, "en")
+    v = assess(text, -0.2, 0.01, 20 * S, "en", evidence=LoopEvidence(hit_cap=True))
     assert not v.passed
-    assert "repetition" in v.reasons
+    assert "repetition" in v.reasons and "token_cap" in v.reasons
+
+
+@pytest.mark.parametrize(
+    "text,speech_s",
+    [
+        ("The birch canoe slid on the smooth planks. The birch canoe slid on the smooth planks.", 7.0),
+        ("one two three one two three one two three one two three", 11.0),
+        ("Hello? Hello? Hello? Hello? Hello? Hello?", 4.0),
+        ("words words words words words um and that should be all", 6.0),
+        ("Ask not. Ask not. Ask not. Ask not.", 4.0),
+    ],
+)
+def test_a_person_repeating_themselves_passes(text: str, speech_s: float) -> None:
+    """Repetition alone never fails a result whose evidence is good (plausible rate, confident decoder)."""
+    v = ok(text, speech_s=speech_s, logprob=-0.25)
+    assert v.passed, v.reasons
+
+
+def test_loop_evidence_from_word_timings() -> None:
+    words = "the birch canoe slid on the smooth planks the birch canoe slid on the smooth planks".split()
+    spread = tuple((0.5 * i, 0.5 * i + 0.4) for i in range(len(words)))
+    assert ok(" ".join(words), speech_s=8.0).passed
+    fine = assess(" ".join(words), -0.3, 0.05, 8 * S, "en", evidence=LoopEvidence(word_times=spread, speech_end_s=8.0))
+    assert fine.passed, fine.reasons
+    squeezed = tuple((4.0, 4.0) if i >= 8 else t for i, t in enumerate(spread))
+    v = assess(" ".join(words), -0.3, 0.05, 8 * S, "en", evidence=LoopEvidence(word_times=squeezed, speech_end_s=8.0))
+    assert "squeezed_words" in v.reasons and not v.passed
+    late = tuple((8.5 + i, 8.9 + i) if i >= 12 else t for i, t in enumerate(spread))
+    v = assess(" ".join(words), -0.3, 0.05, 8 * S, "en", evidence=LoopEvidence(word_times=late, speech_end_s=8.0))
+    assert "past_speech" in v.reasons and not v.passed
+
+
+def test_fast_and_unsure_runs_fail() -> None:
+    loop = " ".join(["thank you"] * 12)  # 24 words in 3 s: faster than anyone speaks
+    assert "fast_words" in ok(loop, speech_s=3.0).reasons
+    assert "unsure_words" in ok("so so so so so so", speech_s=5.0, logprob=-0.8).reasons

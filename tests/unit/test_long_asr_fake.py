@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from voxserve.audio.encode import encode_audio
-from voxserve.backends.base import AsrRequest, AsrResult, TimedWord
+from voxserve.backends.base import AsrRequest, AsrResult, DecodeOptions, TimedWord
 from voxserve.backends.fakes import FakeAsr, FakeVad
 from voxserve.engine.batcher import BatcherConfig, MicroBatcher
 from voxserve.engine.executor import BlockingExecutor
@@ -95,12 +95,12 @@ def dominant_hz(x: np.ndarray) -> float:
 class BurstAsr(FakeAsr):
     """Recognises tone bursts: one word per burst, at the burst's place in the request audio.
 
-    ``loops(freqs, options)`` may make the decoder loop ("thank you thank you ...") for a request holding
-    the bursts ``freqs``; ``detect(freqs)`` says which language is detected when none is requested.
+    ``loops(freqs, options)`` may make the decoder loop ("thank you thank you ..." up to its token cap, as a
+    real looping decoder does) for a request holding the bursts ``freqs``; ``detect(freqs)`` says which language is detected when none is requested.
     """
 
     bursts: list[Burst] = field(default_factory=list)
-    loops: Callable[[set[float], float], bool] = lambda freqs, temperature: False
+    loops: Callable[[set[float], DecodeOptions], bool] = lambda freqs, options: False
     detect: Callable[[set[float]], str] = lambda freqs: "en"
 
     def found(self, audio: np.ndarray) -> list[tuple[Burst, int, int]]:
@@ -118,8 +118,9 @@ class BurstAsr(FakeAsr):
         found = self.found(req.audio)
         freqs = {b.freq for b, _, _ in found}
         language = req.options.language or self.detect(freqs)
-        if self.loops(freqs, req.options.temperature):
-            tokens = LOOP.split()
+        if self.loops(freqs, req.options):
+            cap = req.options.max_new_tokens or 30
+            tokens = (LOOP.split() * cap)[:cap]
             step = len(req.audio) // len(tokens)
             words = tuple(TimedWord(w, i * step, (i + 1) * step, 0.5, (i,)) for i, w in enumerate(tokens))
         else:
@@ -209,10 +210,10 @@ def test_transcript_has_the_words_in_order_at_their_file_times() -> None:
         assert a.end <= b.start
 
 
-def test_a_chunk_that_loops_greedily_is_retried_at_a_higher_temperature() -> None:
+def test_a_chunk_that_loops_greedily_is_retried_deterministically() -> None:
     audio, bursts = synth(LAYOUT)
     bad = bursts[8]
-    asr = BurstAsr(bursts=bursts, loops=lambda freqs, temp: bad.freq in freqs and temp == 0.0)
+    asr = BurstAsr(bursts=bursts, loops=lambda freqs, o: bad.freq in freqs and o.beam_size == 1)
     with transcriber(asr) as tr:
         t = run(tr.run(wav(audio)))
     check_words(t, bursts)
@@ -220,46 +221,77 @@ def test_a_chunk_that_loops_greedily_is_retried_at_a_higher_temperature() -> Non
     assert t.stats.retries >= 1 and t.stats.guard_failures == 0
     report = report_with(t, bad)
     assert report.passed and report.attempts >= 2 and not report.rechunked
-    assert report.temperature == 0.2  # the first temperature above 0
-    assert "repetition" in report.reasons
+    assert report.temperature == 0.0  # no sampling: the same file gives the same text on every run
+    assert "repetition" in report.reasons and "token_cap" in report.reasons
     for r in t.stats.chunk_reports:
         if r.index != report.index:
             assert r.attempts == 1 and r.passed and r.reasons == ()
     assert t.stats.retries == report.attempts - 1
-    retried = [r for r in asr.requests() if r.options.temperature > 0]
-    assert len(retried) == 1 and retried[0].options.best_of == 3
-    assert bad.freq in {b.freq for b, _, _ in asr.found(retried[0].audio)}
+    assert all(r.options.temperature == 0.0 for r in asr.requests())
+    beams = [r for r in asr.requests() if r.options.beam_size > 1]
+    assert len(beams) == 1 and beams[0].options.window == "full"
+    assert bad.freq in {b.freq for b, _, _ in asr.found(beams[0].audio)}
+
+
+def _ladder(requests: list[AsrRequest]) -> list[tuple[str, int, float, float]]:
+    return [(r.options.window, r.options.beam_size, r.options.repetition_penalty, r.options.temperature) for r in requests]
 
 
 def test_a_chunk_that_always_loops_is_rechunked_then_reported_as_failed() -> None:
     audio, bursts = synth(LAYOUT)
     bad = bursts[8]
-    asr = BurstAsr(bursts=bursts, loops=lambda freqs, temp: bad.freq in freqs)
+    asr = BurstAsr(bursts=bursts, loops=lambda freqs, o: bad.freq in freqs)
     options = LongAsrOptions()
     with transcriber(asr) as tr:
         t = run(tr.run(wav(audio), options))
     assert t.stats.guard_failures == 1
     report = report_with(t, bad)
     assert not report.passed
-    assert report.attempts >= 1 + len(options.temperatures)
     assert "repetition" in report.reasons
     whole = [r for r in asr.requests() if len(r.audio) == report.speech_samples]
-    assert {r.options.temperature for r in whole} == {0.0, *options.temperatures}  # every temperature tried
+    # every deterministic retry was tried, in order, and no sampling (none is configured by default)
+    assert _ladder(whole)[-3:] == [("full", 1, 1.0, 0.0), ("full", 5, 1.0, 0.0), ("full", 1, 1.3, 0.0)]
+    assert report.attempts >= len(whole)
     others = [r for r in t.stats.chunk_reports if r.index != report.index]
     assert others and all(r.passed and r.attempts == 1 for r in others)
-    # then it was cut in two, and the half holding the loop was tried at every temperature again
+    # then it was cut in two, and the half holding the loop went through the same retries again
     halves = [
         r
         for r in asr.requests()
         if len(r.audio) < report.speech_samples and bad.freq in {b.freq for b, _, _ in asr.found(r.audio)}
     ]
-    assert {r.options.temperature for r in halves} == {0.0, *options.temperatures}
+    assert _ladder(halves)[-3:] == _ladder(whole)[-3:]
     other_half = [r for r in asr.requests() if r not in whole and r not in halves and report_for(t, r, asr) is report]
-    assert other_half and all(r.options.temperature == 0.0 for r in other_half)  # it passed at once
-    # the words of the other chunks are all there, in order
+    assert other_half and len(other_half) == 1  # it passed at once
+    # the words of the other chunks are all there, in order, and the loop is collapsed to one "thank you"
     good = [b.word for b in bursts if not (report.start <= b.start < report.end)]
     got = [w.text for w in t.words if w.text not in ("thank", "you")]
     assert [w for w in got if w in good] == good
+    assert t.text.count("thank") <= 2
+
+
+def test_sampled_retries_only_when_configured() -> None:
+    audio, bursts = synth(LAYOUT)
+    bad = bursts[8]
+    asr = BurstAsr(bursts=bursts, loops=lambda freqs, o: bad.freq in freqs and o.temperature == 0.0)
+    with transcriber(asr) as tr:
+        t = run(tr.run(wav(audio), LongAsrOptions(temperatures=(0.2, 0.6))))
+    report = report_with(t, bad)
+    assert report.passed and report.temperature == 0.2 and not report.rechunked
+    retried = [r for r in asr.requests() if r.options.temperature > 0]
+    assert len(retried) == 1 and retried[0].options.best_of == 3
+
+
+def test_a_chunk_that_passes_first_is_not_retried() -> None:
+    """Where only a later window would loop, the first (fitted) attempt passes and nothing is retried."""
+    audio, bursts = synth(LAYOUT)
+    bad = bursts[8]
+    asr = BurstAsr(bursts=bursts, loops=lambda freqs, o: bad.freq in freqs and o.window == "full")
+    with transcriber(asr) as tr:
+        t = run(tr.run(wav(audio), LongAsrOptions(fit_below_s=30.0)))
+    report = report_with(t, bad)
+    assert report.passed and report.attempts == 1  # the fitted first attempt was good: nothing retried
+    check_words(t, bursts)
 
 
 def test_progress_is_monotonic_and_ends_at_the_total() -> None:

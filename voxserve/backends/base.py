@@ -35,6 +35,8 @@ class DecodeOptions:
             together). On the corpus's short clips, fitted windows (5 s steps) were 2.8x faster at equal
             or better WER; Whisper loops more often in them, which the hallucination guard catches.
         fit_step_s: granularity of fitted windows (small for latency, larger for batching).
+        repetition_penalty: above 1, tokens already generated are penalised (a deterministic way out of a
+            decoder loop, used by the guard's retries; 1 = off).
     """
 
     language: str | None = None
@@ -47,6 +49,7 @@ class DecodeOptions:
     max_new_tokens: int | None = None
     window: str = "full"
     fit_step_s: float = 5.0
+    repetition_penalty: float = 1.0
 
     def validate(self) -> None:
         """Raise :class:`InvalidInput` when the options contradict each other or are out of range."""
@@ -60,6 +63,8 @@ class DecodeOptions:
             raise InvalidInput(f"window must be 'full' or 'fit', not {self.window!r}", param="window")
         if not 0.1 <= self.fit_step_s <= 30:
             raise InvalidInput("fit_step_s must be between 0.1 and 30 s", param="fit_step_s")
+        if not 1.0 <= self.repetition_penalty <= 3.0:
+            raise InvalidInput("repetition_penalty must be between 1 and 3", param="repetition_penalty")
         if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise InvalidInput("max_new_tokens must be at least 1", param="max_new_tokens")
 

@@ -1,10 +1,15 @@
 """Hallucination guard: decide whether one chunk's recognition result can be trusted.
 
-Pure functions over the decoder's statistics and the chunk's speech duration. A result fails when its text
-is too repetitive (gzip compression ratio, repeated n-grams), the decoder was unsure (average
+Pure functions over the decoder's statistics and the chunk's speech duration. A result fails when the
+whole window's text compresses too well (gzip ratio, Whisper's 2.4), the decoder was unsure (average
 log-probability), or the number of words is implausible for the amount of speech (words per minute).
-A result that the model itself marks as silence (high no-speech probability and low confidence) passes
-with empty text.
+
+Repeated words alone never fail a result: people say the same sentence twice, read word lists, count and
+call "hello? hello?". A repeated run fails only with evidence of a looping decoder beside it: the decoder
+ran to its token cap, the words come faster than a person speaks (words per second of VAD speech), the
+decoder was unsure of them, or (with word timings) the repeated words are squeezed into no time or run
+past the end of the speech. A result that the model itself marks as silence (high no-speech probability
+and low confidence) passes with empty text.
 """
 
 from __future__ import annotations
@@ -29,10 +34,15 @@ class GuardConfig:
             silence (Whisper: 0.6).
         max_words_per_minute: fail when the text has more words than this rate allows (+ ``word_slack``).
         min_words_per_minute: fail when a chunk with at least ``min_speech_s_for_rate`` of speech has fewer.
-        max_repeats: fail when a single word repeats this many times in a row; a two-word phrase may
-            repeat one time fewer, three- and four-word phrases two fewer; a phrase of
-            ``long_phrase`` words or more (up to ``max_ngram``) may not repeat at all (people rarely say
-            the same long phrase twice in a row; a looping decoder does).
+        max_repeats: a single word repeating this many times in a row is a repeated run; a two-word phrase
+            one time fewer, three- and four-word phrases two fewer; a phrase of ``long_phrase`` words or more
+            (up to ``max_ngram``) repeated once. A run is only evidence: see ``loop_words_per_s`` and
+            ``loop_min_avg_logprob``.
+        loop_words_per_s: a repeated run fails when the text has more words than this per second of speech
+            (a looping decoder packs words into little audio; people who repeat themselves speak at 2-3.5).
+        loop_min_avg_logprob: a repeated run fails when the decoder's mean log-probability is below this.
+        min_word_s: with word timings, a repeated word shorter than this is squeezed into no time; a run
+            fails when a quarter of its words are.
     """
 
     max_compression_ratio: float = 2.4
@@ -45,6 +55,9 @@ class GuardConfig:
     max_repeats: int = 5
     long_phrase: int = 4
     max_ngram: int = 10
+    loop_words_per_s: float = 4.5
+    loop_min_avg_logprob: float = -0.7
+    min_word_s: float = 0.03
     enabled: bool = True
 
 
@@ -56,6 +69,13 @@ class Verdict:
     reasons: tuple[str, ...] = ()
     silence: bool = False
     compression_ratio: float = 0.0
+
+
+def token_cap(n_samples: int) -> int:
+    """The most tokens a chunk of ``n_samples`` may produce: 15 per second of speech (fast speech in any
+    language stays well below), so a looping decoder stops early instead of running to the model's limit,
+    and a decoder that reaches the cap is evidence of a loop (see :class:`LoopEvidence`)."""
+    return 10 + int(15 * n_samples / SAMPLE_RATE)
 
 
 def compression_ratio(text: str) -> float:
@@ -92,8 +112,53 @@ def _allowed_run(n: int, config: GuardConfig) -> int:
 
 
 def is_repetitive(words: list[str], config: GuardConfig) -> bool:
-    """Whether some n-gram repeats in a row more often than the config allows."""
+    """Whether some n-gram repeats in a row more often than the config allows (a repeated run)."""
     return any(run > _allowed_run(n, config) for n, run in repeat_runs(words, config.max_ngram).items())
+
+
+def repeated_indices(words: list[str], config: GuardConfig) -> list[int]:
+    """Indices of the words that belong to a repeated run beyond its first occurrence."""
+    keep = set(collapse_repeats(words, config))
+    return [i for i in range(len(words)) if i not in keep]
+
+
+@dataclass(frozen=True)
+class LoopEvidence:
+    """What a result shows beside its repeated run (see :func:`loop_reasons`).
+
+    Attributes:
+        hit_cap: the decoder stopped at its token cap instead of at the end of text.
+        word_times: (start_s, end_s) of each word, chunk-local, when the result has word timings.
+        speech_end_s: where the chunk's speech ends (chunk-local seconds).
+    """
+
+    hit_cap: bool = False
+    word_times: tuple[tuple[float, float], ...] = ()
+    speech_end_s: float = 0.0
+
+
+def loop_reasons(
+    words: list[str], avg_logprob: float, speech_samples: int, config: GuardConfig, evidence: LoopEvidence
+) -> list[str]:
+    """Why a repeated run looks like a looping decoder rather than a person repeating themselves (empty
+    when nothing but the repetition itself speaks against the text)."""
+    reasons = []
+    if evidence.hit_cap:
+        reasons.append("token_cap")
+    speech_s = speech_samples / SAMPLE_RATE
+    if len(words) > config.loop_words_per_s * speech_s + config.word_slack:
+        reasons.append("fast_words")
+    if avg_logprob < config.loop_min_avg_logprob:
+        reasons.append("unsure_words")
+    if evidence.word_times and len(evidence.word_times) == len(words):
+        repeated = repeated_indices(words, config)
+        times = [evidence.word_times[i] for i in repeated]
+        squeezed = sum(1 for start, end in times if end - start < config.min_word_s)
+        if times and squeezed * 4 >= len(times):
+            reasons.append("squeezed_words")
+        if evidence.speech_end_s and any(start >= evidence.speech_end_s for start, _ in times):
+            reasons.append("past_speech")
+    return reasons
 
 
 def collapse_repeats(words: list[str], config: GuardConfig = GuardConfig()) -> list[int]:
@@ -129,6 +194,7 @@ def assess(
     speech_samples: int,
     language: str,
     config: GuardConfig = GuardConfig(),
+    evidence: LoopEvidence = LoopEvidence(),
 ) -> Verdict:
     """Judge one chunk's result; see the module docstring for the rules."""
     ratio = compression_ratio(text)
@@ -141,8 +207,12 @@ def assess(
         reasons.append("compression_ratio")
     if text and avg_logprob < config.min_avg_logprob:
         reasons.append("avg_logprob")
-    if language not in NO_SPACE_LANGUAGES and is_repetitive(text.split(), config):
-        reasons.append("repetition")
+    words = text.split()
+    if language not in NO_SPACE_LANGUAGES and is_repetitive(words, config):
+        loop = loop_reasons(words, avg_logprob, speech_samples, config, evidence)
+        if loop or "compression_ratio" in reasons:
+            reasons.append("repetition")
+            reasons.extend(r for r in loop if r not in reasons)
     reasons.extend(_rate_reasons(text, speech_samples, language, config))
     return Verdict(not reasons, tuple(reasons), compression_ratio=ratio)
 

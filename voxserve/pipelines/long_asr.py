@@ -5,6 +5,12 @@ models start before the file is fully decoded and a long file is never held whol
 through the model's shared batcher (so several files share batches). Every chunk is judged by the
 hallucination guard; a failing chunk is retried alone at rising temperatures, then cut in two and retried,
 and what happened is recorded per chunk.
+
+Retries are deterministic by default (the same file and settings give the same transcript on every run):
+the standard 30 s window, then beam search, then a repetition penalty against a looping decoder, then the
+chunk cut in two. Sampled retries at rising temperatures (Whisper's fallback) run only when configured:
+CTranslate2 offers no per-call random seed, so sampled text differs from run to run. The accepted text is
+the best of all attempts, the first included: a retry never replaces a better first result.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import Recognizer
 from voxserve.errors import Cancelled, InvalidInput
 from voxserve.pipelines.chunking import ChunkParams, ChunkPlan, StreamingPlanner, split_in_two
-from voxserve.pipelines.guard import GuardConfig, Verdict, assess, without_repeats
+from voxserve.pipelines.guard import GuardConfig, LoopEvidence, Verdict, assess, token_cap, without_repeats
 from voxserve.pipelines.stitching import ChunkText, stitch, transcript_text
 from voxserve.types import SAMPLE_RATE, ChunkReport, Priority, Transcript, TranscriptStats
 
@@ -50,9 +56,11 @@ class LongAsrOptions:
     decode: DecodeOptions = DecodeOptions()
     chunking: ChunkParams = ChunkParams()
     guard: GuardConfig = GuardConfig()
-    temperatures: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8, 1.0)
+    temperatures: tuple[float, ...] = ()
     rechunk: bool = True
     best_of: int = 3
+    retry_beam_size: int = 5
+    loop_repetition_penalty: float = 1.3
     max_duration_s: float | None = None
     fit_below_s: float = 20.0
 
@@ -260,21 +268,36 @@ class LongFileTranscriber:
         self, plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions, options: LongAsrOptions, *, allow_rechunk: bool
     ) -> _Outcome:
         attempts: list[tuple[AsrResult, Verdict]] = []
+        joined = len(plan.pieces) > 1 and options.guard.enabled  # speech from several places: check each is heard
+        unheard = False
         for opts in _attempt_options(len(audio), decode, options):
+            if joined:
+                opts = replace(opts, word_timestamps=True)
             result = await self.asr.transcribe(AsrRequest(audio, opts), self.priority)
-            verdict = assess(result.text, result.avg_logprob, result.no_speech_prob, len(audio), result.language, options.guard)
+            evidence = LoopEvidence(
+                hit_cap=opts.max_new_tokens is not None and len(result.tokens) >= opts.max_new_tokens,
+                word_times=tuple((w.start / SAMPLE_RATE, w.end / SAMPLE_RATE) for w in result.words),
+                speech_end_s=len(audio) / SAMPLE_RATE,
+            )
+            verdict = assess(result.text, result.avg_logprob, result.no_speech_prob, len(audio), result.language,
+                             options.guard, evidence)
+            unheard = joined and not verdict.silence and bool(unheard_pieces(plan, result))
+            if unheard:
+                verdict = replace(verdict, passed=False, reasons=(*verdict.reasons, "unheard_speech"))
             attempts.append((result, verdict))
             if verdict.passed:
                 return self._accept(plan, attempts, rechunked=False)
+            if unheard:  # Whisper stopped before some of the joined speech: cut at the joins, not retry whole
+                break
         tried = 0
-        if allow_rechunk and len(audio) >= _MIN_RECHUNK_SAMPLES:
+        if (allow_rechunk or unheard) and len(audio) >= _MIN_RECHUNK_SAMPLES:
             parts = split_in_two(plan, audio)
             if len(parts) == 2:
                 first_lang = replace(decode, language=decode.language or attempts[0][0].language)
                 subs = await asyncio.gather(
                     *(self._recognize(p, a, first_lang, options, allow_rechunk=False) for p, a in parts)
-                )
-                if all(s.report.passed for s in subs):
+                )  # a half that again drops joined speech is cut again (bounded by its number of pieces)
+                if all(s.report.passed for s in subs) or unheard:  # halves hear more than the whole did
                     return self._merge(plan, attempts, list(subs))
                 tried = sum(s.report.attempts for s in subs)
         return self._accept(plan, attempts, rechunked=tried > 0, failed=True, extra_attempts=tried)
@@ -288,12 +311,11 @@ class LongFileTranscriber:
         failed: bool = False,
         extra_attempts: int = 0,
     ) -> _Outcome:
-        """The outcome of a chunk's own attempts (``extra_attempts``: those spent on its halves in vain)."""
-        result, verdict = attempts[-1]
-        if failed:  # keep the least bad attempt, without its loops
-            result, verdict = min(attempts, key=lambda rv: (len(rv[1].reasons), -rv[0].avg_logprob))
-            if "repetition" in verdict.reasons:
-                result = without_repeats(result)
+        """The outcome of a chunk's own attempts (``extra_attempts``: those spent on its halves in vain):
+        the best of them, the first included (passed first, then fewest reasons, then most likely)."""
+        result, verdict = min(attempts, key=lambda rv: (not rv[1].passed, len(rv[1].reasons), -rv[0].avg_logprob))
+        if failed and "repetition" in verdict.reasons:  # the least bad attempt, without its loops
+            result = without_repeats(result)
         report = ChunkReport(
             index=plan.index, start=plan.file_start, end=plan.file_end, speech_samples=plan.length,
             attempts=len(attempts) + extra_attempts, temperature=result.temperature, rechunked=rechunked,
@@ -316,7 +338,8 @@ class LongFileTranscriber:
         report = ChunkReport(
             index=plan.index, start=plan.file_start, end=plan.file_end, speech_samples=plan.length,
             attempts=len(attempts) + sum(s.report.attempts for s in subs),
-            temperature=max(s.report.temperature for s in subs), rechunked=True, passed=True,
+            temperature=max(s.report.temperature for s in subs), rechunked=True,
+            passed=all(s.report.passed for s in subs),
             reasons=tuple(r for _, v in attempts for r in v.reasons),
         )
         return _Outcome([t for s in subs for t in s.texts], report, subs[0].language, subs[0].language_probability)
@@ -352,25 +375,50 @@ class LongFileTranscriber:
 def _attempt_options(n_samples: int, decode: DecodeOptions, options: LongAsrOptions) -> list[DecodeOptions]:
     """The decoding attempts of a chunk, in order, until one passes the guard.
 
-    A short chunk first gets a fitted window (fast); if that fails, the standard 30 s window at the same
-    temperature (Whisper loops far less there); then rising temperatures.
+    A short chunk first gets a fitted window (fast); if that fails, the standard 30 s window (Whisper loops
+    far less there); then beam search; then a repetition penalty; then, only when configured, sampling at
+    rising temperatures.
     """
-    base = replace(decode, max_new_tokens=decode.max_new_tokens or _token_cap(n_samples), best_of=1)
+    base = replace(decode, max_new_tokens=decode.max_new_tokens or token_cap(n_samples), best_of=1)
     fitted = n_samples < options.fit_below_s * SAMPLE_RATE
     attempts = [replace(base, window="fit" if fitted else "full")]
     if not options.guard.enabled:
         return attempts
+    full = replace(base, window="full")
     if fitted:
-        attempts.append(replace(base, window="full"))
+        attempts.append(full)
+    if decode.temperature == 0 and options.retry_beam_size > decode.beam_size:
+        attempts.append(replace(full, beam_size=options.retry_beam_size))
+    if options.loop_repetition_penalty > 1.0:
+        attempts.append(replace(full, repetition_penalty=options.loop_repetition_penalty))
     hotter = [t for t in options.temperatures if t > decode.temperature]
-    attempts += [replace(base, window="full", temperature=t, best_of=options.best_of) for t in hotter]
+    attempts += [replace(full, temperature=t, best_of=options.best_of) for t in hotter]
     return attempts
 
 
-def _token_cap(n_samples: int) -> int:
-    """At most 15 tokens per second of speech (fast speech in any language stays well below), so a looping
-    decoder stops early instead of running to the model's limit."""
-    return 10 + int(15 * n_samples / SAMPLE_RATE)
+MAX_UNHEARD_S = 2.0
+"""A stretch of joined speech at least this long in which no word of the chunk's text lies is speech the
+decoder skipped (Whisper's word timings stretch words over short pauses; VAD pieces hold speech)."""
+
+
+def unheard_pieces(plan: ChunkPlan, result: AsrResult) -> list[int]:
+    """Indices of the plan's pieces holding a stretch of :data:`MAX_UNHEARD_S` or more that no word of the
+    result covers: speech the decoder skipped."""
+    limit = int(MAX_UNHEARD_S * SAMPLE_RATE)
+    missing = []
+    for i, piece in enumerate(plan.pieces):
+        lo, hi = piece.local_start, piece.local_start + piece.length
+        inside = sorted((max(lo, w.start), min(hi, w.end)) for w in result.words if w.end > lo and w.start < hi)
+        edge = lo
+        for start, end in inside:
+            if start - edge >= limit:
+                break
+            edge = max(edge, end)
+        else:
+            if hi - edge < limit:
+                continue
+        missing.append(i)
+    return missing
 
 
 def _cut(buffer: np.ndarray, buffer_start: int, plan: ChunkPlan) -> np.ndarray:

@@ -182,7 +182,8 @@ class CTranslate2Whisper:
             # every decoder call a batch of one (measured: 26% slower on the corpus long file, one CPU worker).
             # Keyed by the previous-text length: CTranslate2 needs <|startoftranscript|> at the same position
             # in every sequence of a generate call (live streams each carry their own previous text).
-            key = (frames, o.temperature, o.beam_size if o.temperature == 0 else o.best_of, len(previous[i]))
+            key = (frames, o.temperature, o.beam_size if o.temperature == 0 else o.best_of, o.repetition_penalty,
+                   len(previous[i]))
             groups[key].append(i)
         return groups
 
@@ -218,6 +219,8 @@ class CTranslate2Whisper:
         caps = [r.options.max_new_tokens for r in group]
         cap = None if None in caps else max(c for c in caps if c is not None)  # a batch shares one length limit
         generated = self._generate(encoded, prompts, replace(group[0].options, max_new_tokens=cap))
+        # Each item keeps at most its own cap, so its text does not depend on which chunks shared its batch.
+        generated = [(tokens[:c] if c else tokens, lp, ns) for (tokens, lp, ns), c in zip(generated, caps)]
         texts_tokens = [tokens for tokens, _, _ in generated]
         words = self._align(encoded, mels, group, languages, texts_tokens)
         results = []
@@ -274,6 +277,7 @@ class CTranslate2Whisper:
             "return_scores": True,
             "return_no_speech_prob": True,
             "suppress_blank": True,
+            "repetition_penalty": o.repetition_penalty,
         }
         if o.temperature > 0:
             kwargs.update(beam_size=1, num_hypotheses=o.best_of, sampling_topk=0, sampling_temperature=o.temperature)
