@@ -41,13 +41,27 @@ class SegmentRules:
     pause_s: float = 1.0
 
 
+def _inside_one_piece(plan: ChunkPlan, start: int, end: int) -> tuple[int, int]:
+    """A chunk-local span cut to the piece that holds most of it."""
+    best, best_overlap = (start, end), -1
+    for p in plan.pieces:
+        lo, hi = max(start, p.local_start), min(end, p.local_start + p.length)
+        if hi - lo > best_overlap:
+            best, best_overlap = ((lo, hi) if hi > lo else (start, end)), hi - lo
+    return best
+
+
 def words_to_file_time(chunk: ChunkText, floor: int) -> list[Word]:
-    """Map a chunk's words to file time, monotonic and not before ``floor`` (the previous word's end)."""
+    """Map a chunk's words to file time, monotonic and not before ``floor`` (the previous word's end).
+
+    A word whose chunk-local span crosses the join of two pieces belongs to the piece holding most of it: it
+    is clipped to that piece, so it never spans the gap between them (which may be a minute of silence)."""
     out: list[Word] = []
     limit = chunk.plan.file_end
     for w in chunk.words:
-        start = max(chunk.plan.to_file(w.start), floor, chunk.plan.file_start)
-        end = min(max(chunk.plan.to_file(w.end, is_end=True), start), limit)
+        lo, hi = _inside_one_piece(chunk.plan, w.start, w.end)
+        start = max(chunk.plan.to_file(lo), floor, chunk.plan.file_start)
+        end = min(max(chunk.plan.to_file(hi, is_end=True), start), limit)
         start = min(start, end)
         out.append(Word(w.text, start, end, w.probability))
         floor = end
