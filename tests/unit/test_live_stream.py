@@ -24,7 +24,8 @@ from voxserve.engine.batcher import BatcherConfig, MicroBatcher
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import AsrService
 from voxserve.errors import BackendError, InvalidInput, Overloaded
-from voxserve.streaming.live_asr import LiveOptions, LiveStream, LiveTranscriber
+from voxserve.pipelines.guard import token_cap
+from voxserve.streaming.live_asr import LiveOptions, LiveStream, LiveTranscriber, copies_prompt
 from voxserve.streaming.live_events import (
     Cleared,
     Committed,
@@ -219,7 +220,7 @@ def test_two_bursts_give_two_items_in_order_with_chained_commits() -> None:
     finals = [r for r in asr.requests if len(r.audio) in {d.end - d.start for d in done}]
     assert [dominant_freq(r.audio) for r in finals] == [300, 500]
     np.testing.assert_array_equal(finals[0].audio, audio[done[0].start : done[0].end])
-    assert finals[0].options.max_new_tokens == 10 + int(10 * len(finals[0].audio) / SR)
+    assert finals[0].options.max_new_tokens == token_cap(len(finals[0].audio))
 
 
 def test_prefix_padding_is_clamped_at_zero() -> None:
@@ -617,8 +618,9 @@ def test_speech_longer_than_max_utterance_is_split_without_losing_audio() -> Non
     assert all(0 < d.end - d.start <= 2.0 * SR + FRAME for d in done)
     assert done[0].start <= int(0.5 * SR) and done[-1].end >= int(5.5 * SR)
     assert all(d.text == PHRASES[300] for d in done)
-    # Each item's request holds exactly its own audio.
-    lengths = sorted(len(r.audio) for r in asr.requests)
+    # Each item's request holds exactly its own audio. (The scripted text repeats the previous item's, so
+    # the items after the first are decoded once more without the previous text: see copies_prompt.)
+    lengths = sorted(len(r.audio) for r in asr.requests if not r.options.prompt)
     assert lengths == sorted(d.end - d.start for d in done)
     assert sum(lengths) == done[-1].end - done[0].start
 
@@ -752,3 +754,45 @@ async def _until(condition: Callable[[], bool], timeout_s: float = 2.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.005)
+
+
+# ------------------------------------------------------------------------------ previous-text prompt
+
+
+def _prompts_for(gap_s: float, script: Callable[[np.ndarray, DecodeOptions], str] = phrase_script) -> list[str | None]:
+    audio = np.concatenate([silence(0.5), tone(1.5, 300), silence(gap_s), tone(1.5, 500), silence(1.5)])
+    asr = ScriptedAsr(script=script)
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio)
+        s.end_input()
+
+    with transcriber(asr) as live:
+        events = run_stream(live, NO_PARTIALS, feed)
+    assert [d.text for d in of(events, TranscriptCompleted)] == [script(tone(1.0, 300), DecodeOptions()),
+                                                                script(tone(1.0, 500), DecodeOptions())]
+    return [r.options.prompt for r in asr.requests]
+
+
+def test_previous_text_conditions_only_an_utterance_that_follows_closely() -> None:
+    # 0.8 s apart: the second utterance continues the first; its prompt is the first's text
+    assert _prompts_for(0.8) == [None, PHRASES[300]]
+    # 4 s apart: a new utterance is decoded on its own audio, so nothing of the first can leak into it
+    assert _prompts_for(4.0) == [None, None]
+
+
+def test_a_result_that_copies_the_prompt_is_decoded_again_without_it() -> None:
+    def leaky(audio: np.ndarray, options: DecodeOptions) -> str:
+        heard = PHRASES.get(dominant_freq(audio), "")
+        return f"{' '.join(options.prompt.split()[:2])} {heard}" if options.prompt else heard  # "hello there good ..."
+
+    assert _prompts_for(0.8, leaky) == [None, PHRASES[300], None]
+
+
+def test_copies_prompt() -> None:
+    assert copies_prompt("8. The narrative would be tedious", "8. The press yard.")
+    assert copies_prompt("8.", "8. The press yard.")
+    assert copies_prompt("the press yard was full", "Something else. The press yard.")
+    assert copies_prompt("and then ask not what your country can do", "ask not what your country")
+    assert not copies_prompt("The narrative would be tedious", "8. The press yard.")
+    assert not copies_prompt("", "anything")

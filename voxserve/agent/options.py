@@ -10,6 +10,7 @@ from voxserve.agent.events import ReplyLatency
 from voxserve.agent.llm import LlmOptions
 from voxserve.agent.prompt import PromptParams
 from voxserve.agent.turn import TurnParams
+from voxserve.pipelines.guard import GuardConfig
 from voxserve.streaming.live_asr import LiveOptions
 from voxserve.streaming.vad import VadParams
 from voxserve.types import Priority
@@ -33,6 +34,7 @@ class AgentOptions:
         retrieval: how many passages reach the prompt.
         first_segment_wait_s: how long after the LLM's first token the reply's first words are synthesized
             even without a clause end (see :class:`~voxserve.agent.reply.ReplyParts`).
+        guard: the hallucination guard of the turns' recogniser (the server passes its process settings).
     """
 
     prompt: PromptParams = field(default_factory=PromptParams)
@@ -47,6 +49,7 @@ class AgentOptions:
     llm: LlmOptions = field(default_factory=LlmOptions)
     retrieval: RetrievalParams = field(default_factory=RetrievalParams)
     first_segment_wait_s: float = 0.05
+    guard: GuardConfig = field(default_factory=GuardConfig)
 
     def live_options(self, keyterms: str = "") -> LiveOptions:
         """The live stream's options: VAD cuts at ``cut_ms`` pauses, finals at agent priority; ``keyterms``
@@ -58,7 +61,7 @@ class AgentOptions:
         return replace(base, vad=vad, prefix_padding_ms=self.prefix_padding_ms if vad else 0,
                        decode=replace(base.decode, language=self.language),
                        keyterms=self.asr_prompt if self.asr_prompt is not None else keyterms,
-                       partial_interval_ms=self.partial_interval_ms, priority=Priority.AGENT)
+                       partial_interval_ms=self.partial_interval_ms, priority=Priority.AGENT, guard=self.guard)
 
 
 class AgentObserver(Protocol):

@@ -106,6 +106,7 @@ def agent_options(ctx: ServerContext, c: ConversationConfig) -> AgentOptions:
                      temperature=base.llm.temperature if c.temperature is None else c.temperature)
     prompt = replace(base.prompt, instructions=c.instructions) if c.instructions else base.prompt
     return replace(base, prompt=prompt, turn=turn, llm=llm, language=c.language, voice=c.voice or base.voice,
+                   guard=ctx.vox.guard_config(),
                    vad_threshold=c.turn.threshold if c.turn else base.vad_threshold,
                    prefix_padding_ms=c.turn.prefix_padding_ms if c.turn else base.prefix_padding_ms)
 

@@ -206,6 +206,7 @@ class TranscriptionSession(RealtimeSession):
             partial_interval_ms=c.partial_interval_ms,
             speakers=c.speakers,
             speaker_similarity=live.speaker_similarity,
+            guard=self.ctx.vox.guard_config(),
         )
         embedder = self.ctx.vox.live_speaker_embedder() if c.speakers else None
         transcriber = LiveTranscriber(service, load_vad, self.ctx.vox.executor, embedder)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,7 +29,7 @@ from voxserve.backends.base import AsrRequest, AsrResult, DecodeOptions, VadMode
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import Recognizer
 from voxserve.errors import InvalidInput, Overloaded, VoxserveError
-from voxserve.pipelines.guard import GuardConfig, Verdict, assess, is_repetitive, without_repeats
+from voxserve.pipelines.guard import GuardConfig, Verdict, assess, is_repetitive, token_cap, without_repeats
 from voxserve.streaming.live_events import (
     Cleared,
     Committed,
@@ -61,6 +62,9 @@ class LiveOptions:
         partial_interval_ms: new audio between partial hypotheses (0 = no partials).
         max_utterance_s: speech longer than this is cut into several items.
         max_prompt_chars: how much previous text conditions the next utterance.
+        prompt_gap_s: the previous utterance's text conditions the next one only when the pause between
+            them is shorter than this (a sentence the VAD cut in two); after a longer pause a new utterance
+            is decoded on its own audio (and the key terms), so nothing of one utterance leaks into the next.
         keyterms: words recognition should favour (names, jargon), always at the start of the prompt, before
             the previous text (which fills the rest of ``max_prompt_chars``).
         max_pending_s: audio accepted but not yet processed (scored by the VAD, or cut into utterances still
@@ -78,6 +82,7 @@ class LiveOptions:
     partial_interval_ms: int = 600
     max_utterance_s: float = 28.0
     max_prompt_chars: int = 224
+    prompt_gap_s: float = 2.0
     keyterms: str = ""
     max_pending_s: float = 30.0
     retry_windows: tuple[tuple[str, float], ...] = (("fit", 10.0), ("full", 30.0))
@@ -157,7 +162,9 @@ class LiveStream:
         self._utterance: _Utterance | None = None
         self._manual_start = 0
         self._previous_item: str | None = None
-        self._prompt = options.decode.prompt or ""
+        self._prompt = options.decode.prompt or ""  # the client's prompt; always kept
+        self._previous_text = ""  # the last utterance's accepted text, empty after a failed or empty one
+        self._previous_end = -1  # where that utterance ended (samples)
         self._partial_task: asyncio.Task[None] | None = None
         self._closed = False
         self._ended = False
@@ -334,15 +341,22 @@ class LiveStream:
 
     # -------------------------------------------------------------------------------- recognition
 
-    def _request(self, audio: np.ndarray, window: tuple[str, float] | None = None) -> AsrRequest:
+    def _context(self, start: int) -> str:
+        """The previous text that may condition an utterance starting at ``start``: the client's prompt, and
+        the last utterance's text when it ended less than ``prompt_gap_s`` before."""
+        recent = self._previous_text
+        if self._previous_end < 0 or start - self._previous_end > self.options.prompt_gap_s * SAMPLE_RATE:
+            recent = ""
+        return f"{self._prompt} {recent}".strip()
+
+    def _request(self, audio: np.ndarray, context: str, window: tuple[str, float] | None = None) -> AsrRequest:
         options = self.options.decode
         if window is not None:
             options = replace(options, window=window[0], fit_step_s=window[1])
         keep = self.options.max_prompt_chars - len(self.options.keyterms)
-        recent = self._prompt[-keep:] if self._prompt and keep > 0 else ""
+        recent = context[-keep:] if context and keep > 0 else ""
         prompt = f"{self.options.keyterms} {recent}".strip() or None
-        cap = 10 + int(10 * len(audio) / SAMPLE_RATE)
-        return AsrRequest(audio, replace(options, prompt=prompt, max_new_tokens=cap))
+        return AsrRequest(audio, replace(options, prompt=prompt, max_new_tokens=token_cap(len(audio))))
 
     def _maybe_partial(self, u: _Utterance | None) -> None:
         interval = self._samples(self.options.partial_interval_ms)
@@ -358,7 +372,7 @@ class LiveStream:
 
     async def _partial(self, u: _Utterance, audio: np.ndarray, end: int) -> None:
         try:
-            result = await self._asr.transcribe(self._request(audio), Priority.PARTIAL)
+            result = await self._asr.transcribe(self._request(audio, self._context(u.start)), Priority.PARTIAL)
         except Exception:  # noqa: BLE001 - a preview is best effort; the final reports failures
             return
         if u is not self._utterance or not result.text or is_repetitive(result.text.split(), self.options.guard):
@@ -378,12 +392,15 @@ class LiveStream:
                 return
             u, audio, end, stopped_at = job
             try:
-                text, speaker = await asyncio.gather(self._final_text(audio), self._speaker(audio))
+                (text, trusted), speaker = await asyncio.gather(
+                    self._final_text(audio, self._context(u.start)), self._speaker(audio))
             except VoxserveError as exc:
+                self._previous_text = ""
                 self._emit(TranscriptFailed(u.item_id, exc.message))
                 continue
             except Exception as exc:  # noqa: BLE001 - an untyped failure fails this item alone, not the stream
                 log.exception("live recognition failed")
+                self._previous_text = ""
                 self._emit(TranscriptFailed(u.item_id, f"recognition failed: {type(exc).__name__}"))
                 continue
             finally:
@@ -391,8 +408,7 @@ class LiveStream:
             if text.startswith(u.emitted) and len(text) > len(u.emitted):
                 self._emit(TranscriptDelta(u.item_id, text[len(u.emitted):]))
             self._emit(TranscriptCompleted(u.item_id, text, u.start, end, time.monotonic() - stopped_at, speaker))
-            if text:
-                self._prompt = (self._prompt + " " + text).strip()[-4 * self.options.max_prompt_chars :]
+            self._previous_text, self._previous_end = (text if trusted else ""), end
 
     async def _speaker(self, audio: np.ndarray) -> str | None:
         """This utterance's speaker label (computed beside its text, so it adds no latency of its own)."""
@@ -402,21 +418,52 @@ class LiveStream:
         embedding = await embed(audio)
         return self._speakers.assign(embedding, reliable=len(audio) >= self.options.speaker_min_s * SAMPLE_RATE)
 
-    async def _final_text(self, audio: np.ndarray) -> str:
+    async def _final_text(self, audio: np.ndarray, context: str) -> tuple[str, bool]:
+        """The utterance's text, and whether it passed the guard (only such text conditions the next one).
+
+        With previous text as the prompt, Whisper sometimes copies the prompt instead of hearing the audio
+        ("8. The press yard" -> "8. The narrative ..."): a result that repeats the prompt is decoded again
+        without it, and so is one that fails the guard."""
         asr = self._asr
         best: tuple[AsrResult, Verdict] | None = None
+        contexts = (context, "") if context else ("",)
         for window in (None, *self.options.retry_windows):
-            result = await asr.transcribe(self._request(audio, window), self.options.priority)
-            verdict = assess(result.text, result.avg_logprob, result.no_speech_prob, len(audio), result.language,
-                             self.options.guard)
-            if verdict.silence:
-                return ""
-            if verdict.passed:
-                return result.text
-            if best is None or len(verdict.reasons) < len(best[1].reasons):
-                best = (result, verdict)
-        assert best is not None
-        return without_repeats(best[0]).text if "repetition" in best[1].reasons else best[0].text
+            for ctx in contexts:
+                result = await asr.transcribe(self._request(audio, ctx, window), self.options.priority)
+                verdict = assess(result.text, result.avg_logprob, result.no_speech_prob, len(audio), result.language,
+                                 self.options.guard)
+                if verdict.silence:
+                    return "", False
+                copied = bool(ctx) and copies_prompt(result.text, ctx)
+                if verdict.passed and not copied:
+                    return result.text, True
+                if not copied and (best is None or len(verdict.reasons) < len(best[1].reasons)):
+                    best = (result, verdict)
+            contexts = ("",)  # a failed first try: the retries decode without previous text
+        if best is None:
+            return "", False
+        return (without_repeats(best[0]).text if "repetition" in best[1].reasons else best[0].text), False
+
+
+def copies_prompt(text: str, prompt: str) -> bool:
+    """Whether a result may repeat its prompt rather than the audio: its first two words are the prompt's or
+    its last sentence's, or it holds four words in a row from the prompt. Loose on purpose: a false alarm
+    costs one more decode without the prompt, a miss leaks text into the transcript."""
+    said = _plain_words(text)
+    if not said:
+        return False
+    before = _plain_words(prompt)
+    tail = _plain_words(re.split(r"(?<=[.!?])\s+", prompt.strip())[-1])
+    for ref in (before, tail):
+        n = min(2, len(ref), len(said))
+        if n and said[:n] == ref[:n]:
+            return True
+    grams = {tuple(before[i : i + 4]) for i in range(len(before) - 3)}
+    return any(tuple(said[i : i + 4]) in grams for i in range(len(said) - 3))
+
+
+def _plain_words(text: str) -> list[str]:
+    return [w for w in re.sub(r"[^\w\s']", " ", text.lower()).split() if w]
 
 
 def _agreed_prefix(a: str, b: str) -> str:
