@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from voxserve import __version__
 from voxserve.config import load_settings
 from voxserve.errors import VoxserveError
 from voxserve.formats import FORMATS, extension
@@ -103,7 +104,7 @@ async def _transcribe_all(vox: Voxserve, args: argparse.Namespace) -> tuple[list
             durations.append(probe(path).duration_s or 0.0)
         except VoxserveError:
             durations.append(0.0)
-    bar = _Bar(sum(durations), not args.quiet)
+    bar = _Bar(sum(durations), not args.quiet and sum(durations) > 0)  # no empty bar when no input decodes
     gate = asyncio.Semaphore(MAX_FILES_IN_FLIGHT)
     from voxserve.diarize_cli import speaker_options
 
@@ -153,7 +154,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             out_dir = Path(args.output_dir or ".")
             out_dir.mkdir(parents=True, exist_ok=True)
             (out_dir / f"{Path(path).stem}.{extension(args.format)}").write_text(text, encoding="utf-8")
-    if not args.quiet:
+    if not args.quiet and failed < len(results):
         audio = sum(r.duration_s for r in results if isinstance(r, Transcript))
         rtfx = audio / wall if wall > 0 else 0.0
         print(f"audio {audio:.1f} s, wall {wall:.2f} s, RTFx {rtfx:.1f}", file=sys.stderr)
@@ -202,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="voxserve", description="Self-hosted speech inference.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_transcribe(sub)
     _add_serve(sub)

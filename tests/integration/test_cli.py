@@ -65,6 +65,16 @@ def test_unknown_model_and_missing_file(data_dir: Path, tmp_path: Path) -> None:
     assert r.returncode == 2 and "whisper-base" in r.stderr and "Traceback" not in r.stderr
     r = voxserve("transcribe", str(tmp_path / "missing.wav"), "--quiet")
     assert r.returncode == 1 and "missing.wav" in r.stderr
+    r = voxserve("transcribe", str(tmp_path / "missing.wav"))  # no empty progress bar, no "RTFx 0.0" summary
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [r.stderr.strip().splitlines()[0]], r.stderr
+    assert "RTFx" not in r.stderr and "audio s" not in r.stderr
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    r = voxserve("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"voxserve {version('voxserve')}"
 
 
 def test_eval_asr_on_a_folder(data_dir: Path, tmp_path: Path) -> None:
