@@ -203,16 +203,18 @@ def assess(
     if no_speech_prob > config.no_speech_threshold and avg_logprob < config.min_avg_logprob:
         return Verdict(True, ("no_speech",), silence=True, compression_ratio=ratio)
     reasons = []
-    if ratio > config.max_compression_ratio:
+    words = text.split()
+    spaced = language not in NO_SPACE_LANGUAGES
+    loop = loop_reasons(words, avg_logprob, speech_samples, config, evidence) if spaced else []
+    if ratio > config.max_compression_ratio and (loop or not spaced):
+        # Text that compresses well is repetitive; a person repeating a chorus compresses as well as a loop,
+        # so (where words can be counted) it fails only beside a loop's marks.
         reasons.append("compression_ratio")
     if text and avg_logprob < config.min_avg_logprob:
         reasons.append("avg_logprob")
-    words = text.split()
-    if language not in NO_SPACE_LANGUAGES and is_repetitive(words, config):
-        loop = loop_reasons(words, avg_logprob, speech_samples, config, evidence)
-        if loop or "compression_ratio" in reasons:
-            reasons.append("repetition")
-            reasons.extend(r for r in loop if r not in reasons)
+    if spaced and loop and (is_repetitive(words, config) or "compression_ratio" in reasons):
+        reasons.append("repetition")
+        reasons.extend(r for r in loop if r not in reasons)
     reasons.extend(_rate_reasons(text, speech_samples, language, config))
     return Verdict(not reasons, tuple(reasons), compression_ratio=ratio)
 
