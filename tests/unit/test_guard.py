@@ -209,6 +209,7 @@ def test_assess_never_raises(text: str, logprob: float, no_speech: float, sample
         "too_many_words",
         "too_few_words",
         "squeezed_words",
+        "extreme_compression",
         "past_speech",
         "token_cap",
         "fast_words",

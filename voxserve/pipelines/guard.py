@@ -43,6 +43,8 @@ class GuardConfig:
         loop_min_avg_logprob: a repeated run fails when the decoder's mean log-probability is below this.
         min_word_s: with word timings, a repeated word shorter than this is squeezed into no time; a run
             fails when a quarter of its words are.
+        loop_compression_ratio: text that compresses better than this is a loop by itself (a chorus said
+            four times measured at most 4.1, decoder loops 7-18).
     """
 
     max_compression_ratio: float = 2.4
@@ -58,6 +60,7 @@ class GuardConfig:
     loop_words_per_s: float = 4.5
     loop_min_avg_logprob: float = -0.7
     min_word_s: float = 0.03
+    loop_compression_ratio: float = 6.0
     enabled: bool = True
 
 
@@ -145,6 +148,8 @@ def loop_reasons(
     reasons = []
     if evidence.hit_cap:
         reasons.append("token_cap")
+    if compression_ratio(" ".join(words)) > config.loop_compression_ratio:
+        reasons.append("extreme_compression")
     speech_s = speech_samples / SAMPLE_RATE
     if len(words) > config.loop_words_per_s * speech_s + config.word_slack:
         reasons.append("fast_words")
