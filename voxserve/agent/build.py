@@ -29,9 +29,11 @@ def build_llm(config: AgentConfig) -> LlmClient:
     """
     if config.llm_url:
         return HttpChatLlm(config.llm_url, config.llm_model, config.llm_api_key, config.llm_timeout_s)
+    from voxserve.backends.asr.embedded import cache_dir
     from voxserve.backends.llm.llama_cpp import LlamaChatModel, LlamaConfig
 
-    model = LlamaChatModel(LlamaConfig(config.llm_model, config.llm_context_tokens, config.llm_threads))
+    model = LlamaChatModel(LlamaConfig(config.llm_model, config.llm_context_tokens, config.llm_threads),
+                           cache_dir=cache_dir())
     return EmbeddedLlm(model)
 
 

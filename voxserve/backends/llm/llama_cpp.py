@@ -11,7 +11,12 @@ and history are prefilled once; only the new turn is computed.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -40,6 +45,47 @@ def smollm2_path() -> Path:
                            "(part of voxserve[agent])", param="llm")
 
 
+_PROBE = """
+import sys
+from llama_cpp import Llama
+llm = Llama(model_path=sys.argv[1], n_ctx=64, n_threads=1, n_threads_batch=1, verbose=False)
+llm.create_completion("Hello", max_tokens=2, temperature=0.0)
+"""
+_checked: dict[str, str] = {}
+
+
+def check_runtime(model_path: Path, cache_dir: Path | None = None) -> None:
+    """Make sure this llama-cpp-python build runs on this CPU before loading it in-process.
+
+    A build compiled for instructions the CPU (or its hypervisor) does not execute dies with SIGILL, which
+    would take the whole server down with it. The check loads the model and decodes two tokens in a child
+    process, once per build and model (the verdict is kept in ``cache_dir``).
+
+    Raises:
+        ModelUnavailable: the child died (the message says how to rebuild portably).
+    """
+    import llama_cpp
+
+    lib = Path(llama_cpp.__file__).parent
+    stamp = json.dumps([str(model_path), *[(p.name, p.stat().st_size, int(p.stat().st_mtime))
+                                          for p in sorted(lib.rglob("*.so*"))]])
+    key = hashlib.sha256(stamp.encode()).hexdigest()[:16]
+    verdict_file = cache_dir / f"llama-runtime-{key}.ok" if cache_dir else None
+    if _checked.get(key) == "ok" or (verdict_file is not None and verdict_file.is_file()):
+        return
+    r = subprocess.run([sys.executable, "-c", _PROBE, str(model_path)], capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        how = "it was killed by SIGILL: compiled for instructions this CPU does not run" if r.returncode == -signal.SIGILL \
+            else f"exit status {r.returncode}: {r.stderr.strip()[-300:]}"
+        raise ModelUnavailable(
+            f"llama-cpp-python cannot run here ({how}); rebuild it portably: CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" "
+            "pip install --no-cache-dir --force-reinstall --no-deps llama-cpp-python==0.3.36", param="llm")
+    _checked[key] = "ok"
+    if verdict_file is not None:
+        verdict_file.parent.mkdir(parents=True, exist_ok=True)
+        verdict_file.write_text("ok\n")
+
+
 @dataclass(frozen=True)
 class LlamaConfig:
     """Load-time settings.
@@ -63,7 +109,7 @@ class LlamaConfig:
 class LlamaChatModel:
     """One loaded GGUF chat model; one generation at a time (llama.cpp contexts are not thread-safe)."""
 
-    def __init__(self, config: LlamaConfig = LlamaConfig()) -> None:
+    def __init__(self, config: LlamaConfig = LlamaConfig(), cache_dir: Path | None = None) -> None:
         try:
             from llama_cpp import Llama
         except ImportError as exc:
@@ -72,6 +118,7 @@ class LlamaChatModel:
         path = Path(config.model_path) if config.model_path else smollm2_path()
         if not path.is_file():
             raise ModelUnavailable(f"no GGUF model at {path}", param="llm")
+        check_runtime(path, cache_dir)
         self.name = path.stem
         self.config = config
         self._lock = threading.Lock()
