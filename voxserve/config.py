@@ -122,6 +122,10 @@ class TtsConfig(_Frozen):
     urgent_buffer_s: float = Field(1.0, ge=0, description="Below this much audio ahead, a sentence starts with a small window.")
     max_ahead_s: float = Field(6.0, ge=0, description="A live stream pauses this far ahead of playback (0 = never).")
     openai_voice_aliases: bool = Field(True, description="Accept OpenAI voice names (alloy, nova, ...) for the default voice.")
+    http_sample_rate: int = Field(
+        24000, ge=0, le=48000,
+        description="Sample rate of /v1/audio/speech output in every format (OpenAI's pcm is 24 kHz); a request's "
+        "'sample_rate' overrides it; 0 = the voice's own rate (22.05 kHz for Piper voices).")
     orpheus_model: str = Field("", description="Local Orpheus-style LLM directory (enables LLM-TTS voices).")
     orpheus_snac: str = Field("", description="Local SNAC 24 kHz directory for the Orpheus voices.")
     orpheus_voices: tuple[str, ...] = Field(("tara", "leah", "jess", "leo", "dan", "mia", "zac", "zoe"))

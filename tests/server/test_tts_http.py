@@ -14,25 +14,48 @@ import pytest
 from websockets.sync.client import connect
 
 from tests.server.conftest import LiveServer
-from voxserve.audio import decode_audio
+from voxserve.audio import decode_audio, probe
 
 pytest.importorskip("piper", reason="needs voxserve[tts]")
 pytestmark = pytest.mark.slow
 TEXT = "The birch canoe slid on the smooth planks. Glue the sheet to the dark blue background."
 
 
-@pytest.mark.parametrize("fmt", ["wav", "mp3", "opus", "flac", "pcm"])
+def _pcm_seconds(fmt: str, audio: bytes) -> float:
+    if fmt == "pcm":
+        return len(audio) / 2 / 24000  # OpenAI's pcm: 24 kHz 16-bit mono
+    return len(decode_audio(audio)) / 16000
+
+
+@pytest.mark.parametrize("fmt", ["wav", "mp3", "opus", "flac", "aac", "pcm"])
 def test_openai_client_gets_speech_in_each_format(client: Any, fmt: str) -> None:
     audio = client.audio.speech.create(model="tts-1", voice="alloy", input=TEXT, response_format=fmt).content
     assert len(audio) > 1000
     if fmt == "pcm":
         samples = np.frombuffer(audio, "<i2").astype(np.float32) / 32768
-        seconds = len(samples) / 22050
     else:
+        assert probe(audio).sample_rate == (48000 if fmt == "opus" else 24000)  # what the header says
         samples = decode_audio(audio)
-        seconds = len(samples) / 16000
+    seconds = _pcm_seconds(fmt, audio)
     assert 3.5 < seconds < 9.0, seconds  # two sentences of 8 and 9 words
     assert float(np.sqrt(np.mean(samples**2))) > 0.01  # not silence
+
+
+def test_every_format_has_the_same_length_and_pitch(live: LiveServer) -> None:
+    """Audio played at the rate it claims lasts as long in every format (at 22.05 kHz sent as 24 kHz it would
+    be 8.8 % short), and the request's sample_rate is honoured."""
+    lengths = {}
+    for fmt in ("pcm", "wav", "mp3", "flac", "aac"):
+        r = httpx.post(live.url + "/v1/audio/speech", json={"input": TEXT, "response_format": fmt}, timeout=120)
+        assert r.status_code == 200 and r.headers["x-voxserve-sample-rate"] == "24000"
+        lengths[fmt] = _pcm_seconds(fmt, r.content)
+    assert max(lengths.values()) - min(lengths.values()) < 0.15, lengths  # encoder padding only
+    native = httpx.post(live.url + "/v1/audio/speech", json={"input": TEXT, "response_format": "pcm", "sample_rate": 0},
+                        timeout=120)
+    assert native.headers["x-voxserve-sample-rate"] == "22050"
+    assert abs(len(native.content) / 2 / 22050 - lengths["pcm"]) < 0.05
+    bad = httpx.post(live.url + "/v1/audio/speech", json={"input": TEXT, "sample_rate": 7}, timeout=60)
+    assert bad.status_code == 422 and bad.json()["error"]["param"] == "sample_rate"
 
 
 def test_speech_streams_while_synthesizing(live: LiveServer) -> None:
@@ -48,16 +71,22 @@ def test_speech_streams_while_synthesizing(live: LiveServer) -> None:
             total += len(chunk)
     elapsed = time.perf_counter() - started
     assert first is not None and first < elapsed / 3  # audio arrived long before the end
-    assert total / 2 / 22050 > 20
+    assert total / 2 / 24000 > 20
 
 
-def test_sse_stream_format(live: LiveServer) -> None:
+@pytest.mark.parametrize("fmt", ["pcm", "mp3"])
+def test_sse_stream_format(live: LiveServer, fmt: str) -> None:
     with httpx.stream("POST", live.url + "/v1/audio/speech", timeout=120,
-                      json={"input": TEXT, "response_format": "pcm", "stream_format": "sse"}) as r:
+                      json={"input": TEXT, "response_format": fmt, "stream_format": "sse"}) as r:
         events = [json.loads(line[5:]) for line in r.iter_lines() if line.startswith("data:")]
-    assert events[-1]["type"] == "speech.audio.done"
-    pcm = b"".join(base64.b64decode(e["audio"]) for e in events[:-1])
-    assert events[-1]["usage"]["output_audio_samples"] == len(pcm) // 2 > 22050 * 3
+    assert events[-1]["type"] == "speech.audio.done" and len(events) > 2
+    audio = b"".join(base64.b64decode(e["audio"]) for e in events[:-1])  # the deltas in the requested format
+    samples = events[-1]["usage"]["output_audio_samples"]
+    assert samples > 24000 * 3
+    if fmt == "pcm":
+        assert samples == len(audio) // 2
+    else:
+        assert abs(len(decode_audio(audio)) / 16000 - samples / 24000) < 0.1  # mp3 frames, decodable
 
 
 def test_round_trip_through_voxserve_asr(client: Any) -> None:

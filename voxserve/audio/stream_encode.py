@@ -1,8 +1,9 @@
-"""Encode mono audio block by block (wav, pcm, flac, mp3, opus), returning bytes as soon as they exist.
+"""Encode mono audio block by block (wav, pcm, flac, mp3, opus, aac), returning bytes as soon as they exist.
 
 For responses that stream while synthesis runs: ``wav`` is a header whose sizes say "unknown length"
 (0xFFFFFFFF, as streaming servers send it) followed by 16-bit PCM; ``pcm`` is raw 16-bit little-endian;
-``flac``, ``mp3`` and ``opus`` (in Ogg, pages of 60 ms) go through PyAV into a non-seekable sink that is
+``flac``, ``mp3``, ``aac`` (ADTS frames, decodable from any frame on) and ``opus`` (in Ogg, pages of 60 ms) go
+through PyAV into a non-seekable sink that is
 drained after every block.
 """
 
@@ -18,9 +19,11 @@ import numpy.typing as npt
 from voxserve.audio.pcm import float32_to_pcm16
 from voxserve.errors import InvalidInput
 
-STREAM_FORMATS = ("wav", "pcm", "flac", "mp3", "opus")
-CONTENT_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm", "flac": "audio/flac", "mp3": "audio/mpeg", "opus": "audio/ogg"}
-_CODECS = {"flac": ("flac", "flac", None), "mp3": ("mp3", "libmp3lame", None), "opus": ("ogg", "libopus", 48000)}
+STREAM_FORMATS = ("wav", "pcm", "flac", "mp3", "opus", "aac")
+CONTENT_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm", "flac": "audio/flac", "mp3": "audio/mpeg", "opus": "audio/ogg",
+                 "aac": "audio/aac"}
+_CODECS = {"flac": ("flac", "flac", None), "mp3": ("mp3", "libmp3lame", None), "opus": ("ogg", "libopus", 48000),
+           "aac": ("adts", "aac", None)}
 _MP3_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
 
 

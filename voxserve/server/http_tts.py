@@ -9,11 +9,14 @@ from collections.abc import AsyncIterator
 from contextlib import ExitStack
 from typing import Any
 
+import numpy as np
 from fastapi import APIRouter
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from voxserve.audio.pcm import pcm16_to_float32
+from voxserve.audio.resample import StreamResampler
 from voxserve.audio.stream_encode import CONTENT_TYPES, STREAM_FORMATS, StreamEncoder
 from voxserve.errors import InvalidInput
 from voxserve.server.context import ServerContext, context
@@ -44,7 +47,8 @@ async def _body(request: Request) -> dict[str, Any]:
 
 
 def _speech_request(body: dict[str, Any]) -> tuple[str, str | None, str, str, float]:
-    """(text, voice, response_format, stream_format, speed) from an OpenAI speech request."""
+    """(text, voice, response_format, stream_format, speed) from an OpenAI speech request (``sample_rate``,
+    a voxserve extension, is read by :func:`_output_rate`)."""
     text = body.get("input")
     if not isinstance(text, str):
         raise HttpError(400, "'input' (the text to speak) is required", code="missing_input", param="input")
@@ -65,6 +69,14 @@ def _speech_request(body: dict[str, Any]) -> tuple[str, str | None, str, str, fl
     return text, voice, str(fmt), str(stream_format), float(speed)
 
 
+def _output_rate(body: dict[str, Any], default: int, voice_rate: int) -> int:
+    """The rate the response is sent at: the request's ``sample_rate``, else the server's (OpenAI: 24 kHz)."""
+    rate = body.get("sample_rate", default)
+    if not isinstance(rate, int) or isinstance(rate, bool) or not (rate == 0 or 8000 <= rate <= 48000):
+        raise _invalid("sample_rate", "sample_rate must be an integer from 8000 to 48000 (or 0: the voice's own)")
+    return rate or voice_rate
+
+
 @router.post("/v1/audio/speech")
 async def speech(request: Request) -> Response:
     """Synthesize ``input`` with ``voice``; the body streams while synthesis runs."""
@@ -73,19 +85,22 @@ async def speech(request: Request) -> Response:
     try:
         require_ready(ctx)
         hold.enter_context(ctx.limiter.hold(ctx.client(request)))
-        text, voice, fmt, stream_format, speed = _speech_request(await _body(request))
+        body = await _body(request)
+        text, voice, fmt, stream_format, speed = _speech_request(body)
         tts = ctx.vox.tts()
         info = tts.voice_info(voice)
+        rate = _output_rate(body, ctx.settings.tts.http_sample_rate, info.sample_rate)
         stream = tts.stream(voice, SpeakOptions(speed=speed))  # admission: Overloaded -> 503
         stream.push_text(text)
         stream.end_input()
         first = await _first_chunk(stream)  # errors before any byte is sent still get a status code
         slot = hold.pop_all()  # released when the body ends, or the client goes away
-        chunks = _chunks(first, stream, slot)
-        body = _sse(chunks) if stream_format == "sse" else _audio(chunks, fmt, info.sample_rate)
+        encoded = _encoded(_chunks(first, stream, slot), fmt, info.sample_rate, rate)
+        out = _sse(encoded) if stream_format == "sse" else (data async for data, _ in encoded)
         media = "text/event-stream" if stream_format == "sse" else CONTENT_TYPES[fmt]
-        return StreamingResponse(body, media_type=media, background=BackgroundTask(_finish, stream, slot),
-                                 headers={"X-Voxserve-Voice": info.name, "Cache-Control": "no-cache"})
+        return StreamingResponse(out, media_type=media, background=BackgroundTask(_finish, stream, slot),
+                                 headers={"X-Voxserve-Voice": info.name, "X-Voxserve-Sample-Rate": str(rate),
+                                          "Cache-Control": "no-cache"})
     except Exception as exc:  # noqa: BLE001 - mapped to the documented error
         ctx.metrics.errors.labels(type(exc).__name__).inc()
         return error_response(exc)
@@ -119,22 +134,31 @@ async def _chunks(first: Any, stream: TtsStream, slot: ExitStack) -> AsyncIterat
         await _finish(stream, slot)
 
 
-async def _audio(chunks: AsyncIterator[Any], fmt: str, sample_rate: int) -> AsyncIterator[bytes]:
-    encoder = StreamEncoder(fmt, sample_rate)
+async def _encoded(chunks: AsyncIterator[Any], fmt: str, voice_rate: int, rate: int) -> AsyncIterator[tuple[bytes, int]]:
+    """The response's bytes as they are ready, in ``fmt`` at ``rate`` (resampled once, here at the edge),
+    each with the number of output samples it adds."""
+    resampler = StreamResampler(voice_rate, rate) if rate != voice_rate else None
+    encoder = StreamEncoder(fmt, rate)
     async for chunk in chunks:
-        data = encoder.push(chunk.audio)
+        audio = pcm16_to_float32(chunk.pcm16())
+        if resampler is not None:
+            audio = resampler.push(audio)
+        data = encoder.push(audio)
         if data:
-            yield data
-    yield encoder.finish()
+            yield data, len(audio)
+    tail = resampler.flush() if resampler is not None else np.zeros(0, np.float32)
+    yield encoder.push(tail) + encoder.finish(), len(tail)
 
 
-async def _sse(chunks: AsyncIterator[Any]) -> AsyncIterator[bytes]:
-    """OpenAI's speech SSE: ``speech.audio.delta`` (base64 PCM16) events, then ``speech.audio.done``."""
+async def _sse(encoded: AsyncIterator[tuple[bytes, int]]) -> AsyncIterator[bytes]:
+    """OpenAI's speech SSE: ``speech.audio.delta`` events (base64 audio in the requested format, at the
+    response's rate), then ``speech.audio.done``."""
     samples = 0
-    async for chunk in chunks:
-        samples += len(chunk.audio)
-        event = {"type": "speech.audio.delta", "audio": base64.b64encode(chunk.pcm16()).decode()}
-        yield f"data: {json.dumps(event)}\n\n".encode()
+    async for data, n in encoded:
+        samples += n
+        if data:
+            event = {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()}
+            yield f"data: {json.dumps(event)}\n\n".encode()
     done = {"type": "speech.audio.done", "usage": {"output_audio_samples": samples}}
     yield f"data: {json.dumps(done)}\n\n".encode()
 

@@ -114,7 +114,7 @@ class Synthesis {
     const response = await apiFetch("v1/audio/speech", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ model: "tts-1", input: this.text, voice: this.voice.id, response_format: "pcm", speed: this.speed }),
+      body: JSON.stringify({ model: "tts-1", input: this.text, voice: this.voice.id, response_format: "pcm", sample_rate: this.rate, speed: this.speed }),
       signal: this.abort.signal,
     });
     const reader = response.body.getReader();
