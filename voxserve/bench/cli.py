@@ -88,11 +88,20 @@ def add_bench_commands(sub: Any, engine_args: Callable[[argparse.ArgumentParser]
     sk.add_argument("--json", help="write the report here")
     sk.set_defaults(func=cmd_soak)
 
+    pl = bench_sub.add_parser("longform-process", help="whole processes: the voxserve CLI vs a faster-whisper script")
+    pl.add_argument("files", nargs="+", metavar="FILE")
+    pl.add_argument("--repeats", type=int, default=3)
+    pl.add_argument("--peer-batch-sizes", default="8,16")
+    pl.add_argument("--words", action="store_true", help="both produce word timestamps (voxserve: --format srt)")
+    pl.add_argument("--json", help="write the report here")
+    pl.set_defaults(func=cmd_longform_process)
+
     m = bench_sub.add_parser("make-long", help="join corpus clips with silences into a long test file")
     m.add_argument("--corpus", help="corpus folder (default: ../shared/corpus)")
     m.add_argument("--out", required=True)
     m.add_argument("--minutes", type=float, default=10.0)
     m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--half", choices=("tune", "check"), help="only clips of this half of the corpus split")
     m.set_defaults(func=cmd_make_long)
 
 
@@ -140,6 +149,22 @@ def cmd_agent(args: argparse.Namespace, settings: Any) -> int:
     return 0
 
 
+def cmd_longform_process(args: argparse.Namespace) -> int:
+    """Whole-process long-file comparison against faster-whisper's batched pipeline."""
+    import json
+
+    from voxserve.backends.registry import resolve_asr
+    from voxserve.bench.process_longform import compare, format_report
+
+    report = compare([Path(f) for f in args.files], str(resolve_asr("whisper-base")[1]),
+                     tuple(int(b) for b in args.peer_batch_sizes.split(",")), args.repeats, args.words,
+                     log=lambda line: print(line, file=sys.stderr))
+    print(format_report(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
 def cmd_make_long(args: argparse.Namespace) -> int:
     """Write a long recording and its reference."""
     from voxserve.bench.longfile import make_long_recording
@@ -148,7 +173,7 @@ def cmd_make_long(args: argparse.Namespace) -> int:
     corpus = Path(args.corpus) if args.corpus else default_corpus()
     if corpus is None:
         raise InvalidInput("no corpus folder: pass --corpus DIR")
-    out = make_long_recording(corpus, Path(args.out), args.minutes, args.seed)
+    out = make_long_recording(corpus, Path(args.out), args.minutes, args.seed, args.half)
     print(out)
     return 0
 

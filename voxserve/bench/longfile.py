@@ -14,12 +14,37 @@ import numpy as np
 from voxserve.audio import decode_audio
 from voxserve.audio.encode import encode_audio
 from voxserve.eval.corpus import find_items
+from voxserve.eval.split import LONG_FORM, LONG_FORM_CHECK_FROM_S, Half, names
 from voxserve.types import SAMPLE_RATE
 
 
-def make_long_recording(corpus: Path, out: Path, minutes: float = 10.0, seed: int = 0) -> Path:
-    """Write ``out`` (FLAC, 16 kHz mono) of at least ``minutes`` and ``out.with_suffix('.txt')``."""
-    items = find_items(corpus, ("asr", "long"))
+def _half_clips(corpus: Path, half: Half | None) -> list[tuple[np.ndarray, str]]:
+    """(audio, reference) of every clip, or of one half of the split: its ``asr`` clips and its part of the
+    long-form reading (cut at :data:`~voxserve.eval.split.LONG_FORM_CHECK_FROM_S`, reference from the
+    reading's ``.segments.tsv``)."""
+    clips = []
+    for item in find_items(corpus, ("asr", "long")):
+        if half is None:
+            clips.append((decode_audio(item.audio), item.reference.read_text(encoding="utf-8").strip()))
+        elif item.name == LONG_FORM:
+            clips.append(_long_form_half(item.audio, half))
+        elif item.name in names(half, "asr"):
+            clips.append((decode_audio(item.audio), item.reference.read_text(encoding="utf-8").strip()))
+    return clips
+
+
+def _long_form_half(audio_path: Path, half: Half) -> tuple[np.ndarray, str]:
+    audio = decode_audio(audio_path)
+    cut = int(LONG_FORM_CHECK_FROM_S * SAMPLE_RATE)
+    rows = [line.split("\t") for line in audio_path.with_suffix(".segments.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    texts = [r[3] for r in rows if (float(r[1]) >= LONG_FORM_CHECK_FROM_S) == (half == "check")]
+    return (audio[cut:] if half == "check" else audio[:cut]), " ".join(texts)
+
+
+def make_long_recording(corpus: Path, out: Path, minutes: float = 10.0, seed: int = 0, half: Half | None = None) -> Path:
+    """Write ``out`` (FLAC, 16 kHz mono) of at least ``minutes`` and ``out.with_suffix('.txt')``, from the
+    clips of one half of the corpus split (``half``) or of all of it."""
+    items = _half_clips(corpus, half)
     if not items:
         raise FileNotFoundError(f"no clips with references under {corpus}")
     rng = random.Random(seed)
@@ -31,12 +56,11 @@ def make_long_recording(corpus: Path, out: Path, minutes: float = 10.0, seed: in
     while total < target:
         order = items[:]
         rng.shuffle(order)
-        for item in order:
+        for clip, text in order:
             gap = int(rng.choice([0.2, 0.5, 0.8, 1.5, 3.0, 6.0]) * SAMPLE_RATE)
             parts.append(noise.normal(0.0, 1e-3, gap).astype(np.float32))
-            clip = decode_audio(item.audio)
             parts.append(clip)
-            texts.append(item.reference.read_text(encoding="utf-8").strip())
+            texts.append(text)
             total += gap + len(clip)
             if total >= target:
                 break
