@@ -49,11 +49,13 @@ def test_every_format_has_the_same_length_and_pitch(live: LiveServer) -> None:
         r = httpx.post(live.url + "/v1/audio/speech", json={"input": TEXT, "response_format": fmt}, timeout=120)
         assert r.status_code == 200 and r.headers["x-voxserve-sample-rate"] == "24000"
         lengths[fmt] = _pcm_seconds(fmt, r.content)
-    assert max(lengths.values()) - min(lengths.values()) < 0.15, lengths  # encoder padding only
+    # Piper draws its durations with noise, so each request's speech differs by a few percent; a rate
+    # mislabelled by 22.05 vs 24 kHz would be 8.8 % off.
+    assert max(lengths.values()) - min(lengths.values()) < 0.05 * lengths["pcm"], lengths
     native = httpx.post(live.url + "/v1/audio/speech", json={"input": TEXT, "response_format": "pcm", "sample_rate": 0},
                         timeout=120)
     assert native.headers["x-voxserve-sample-rate"] == "22050"
-    assert abs(len(native.content) / 2 / 22050 - lengths["pcm"]) < 0.05
+    assert abs(len(native.content) / 2 / 22050 - lengths["pcm"]) < 0.05 * lengths["pcm"]
     bad = httpx.post(live.url + "/v1/audio/speech", json={"input": TEXT, "sample_rate": 7}, timeout=60)
     assert bad.status_code == 422 and bad.json()["error"]["param"] == "sample_rate"
 
