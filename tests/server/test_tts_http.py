@@ -41,21 +41,17 @@ def test_openai_client_gets_speech_in_each_format(client: Any, fmt: str) -> None
     assert float(np.sqrt(np.mean(samples**2))) > 0.01  # not silence
 
 
-def test_every_format_has_the_same_length_and_pitch(live: LiveServer) -> None:
-    """Audio played at the rate it claims lasts as long in every format (at 22.05 kHz sent as 24 kHz it would
-    be 8.8 % short), and the request's sample_rate is honoured."""
-    lengths = {}
+def test_sample_rate_header_and_override(live: LiveServer) -> None:
+    """Every format says 24 kHz (OpenAI's rate); ``sample_rate`` asks for another; a bad one is a 422. (That
+    the samples really are at the rate they claim is checked exactly in tests/unit/test_speech_encoding.py;
+    Piper draws durations with noise, so two requests differ by a few percent.)"""
     for fmt in ("pcm", "wav", "mp3", "flac", "aac"):
         r = httpx.post(live.url + "/v1/audio/speech", json={"input": TEXT, "response_format": fmt}, timeout=120)
         assert r.status_code == 200 and r.headers["x-voxserve-sample-rate"] == "24000"
-        lengths[fmt] = _pcm_seconds(fmt, r.content)
-    # Piper draws its durations with noise, so each request's speech differs by a few percent; a rate
-    # mislabelled by 22.05 vs 24 kHz would be 8.8 % off.
-    assert max(lengths.values()) - min(lengths.values()) < 0.05 * lengths["pcm"], lengths
-    native = httpx.post(live.url + "/v1/audio/speech", json={"input": TEXT, "response_format": "pcm", "sample_rate": 0},
+        assert 3.5 < _pcm_seconds(fmt, r.content) < 9.0
+    native = httpx.post(live.url + "/v1/audio/speech", json={"input": TEXT, "response_format": "wav", "sample_rate": 0},
                         timeout=120)
-    assert native.headers["x-voxserve-sample-rate"] == "22050"
-    assert abs(len(native.content) / 2 / 22050 - lengths["pcm"]) < 0.05 * lengths["pcm"]
+    assert native.headers["x-voxserve-sample-rate"] == "22050" and probe(native.content).sample_rate == 22050
     bad = httpx.post(live.url + "/v1/audio/speech", json={"input": TEXT, "sample_rate": 7}, timeout=60)
     assert bad.status_code == 422 and bad.json()["error"]["param"] == "sample_rate"
 
