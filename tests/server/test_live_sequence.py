@@ -10,6 +10,7 @@ clips transcribed as files.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -47,7 +48,9 @@ def test_back_to_back_utterances_in_one_session(live: LiveServer, corpus: Path) 
         offline.append(r.json()["text"])
 
     s = open_session(live.url)
-    s.send(GA_UPDATE)
+    update = json.loads(json.dumps(GA_UPDATE))
+    update["session"]["audio"]["input"]["transcription"]["model"] = "gpt-4o-transcribe"  # clients' default name
+    s.send(update)
     s.stream(float32_to_pcm16(resample(audio, 16000, 24000)), chunk_ms=100, speed=3.0)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

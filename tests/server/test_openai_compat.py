@@ -13,7 +13,7 @@ import pytest
 import srt
 import webvtt
 
-from tests.quality import jfk_wer
+from tests.quality import jfk_wer, reader_wer
 from voxserve.eval.normalize import normalize_english
 from voxserve.eval.wer import score_wer
 
@@ -106,3 +106,13 @@ def test_models_endpoints(client: Any) -> None:
     assert client.models.retrieve("whisper-tiny.en").id == "whisper-tiny.en"
     with pytest.raises(openai.NotFoundError):
         client.models.retrieve("whisper-large-v9")
+
+
+@pytest.mark.parametrize("model", ["gpt-4o-transcribe", "gpt-4o-mini-transcribe", "gpt-transcribe",
+                                   "gpt-realtime-whisper", "gpt-4o-transcribe-diarize"])
+def test_openai_default_model_names_work(client: Any, data_dir: Path, model: str) -> None:
+    """Each client's default transcription model name is served by the local default model, and listed."""
+    with open(data_dir / "mfa_ls_61-70968-0000.flac", "rb") as f:
+        r = client.audio.transcriptions.create(model=model, file=f)
+    assert reader_wer(r.text) <= 0.1, r.text
+    assert model in {m.id for m in client.models.list()}

@@ -15,7 +15,10 @@ from voxserve.types import Task
 
 RESPONSE_FORMATS = ("json", "text", "srt", "verbose_json", "vtt", "diarized_json")
 GRANULARITIES = ("word", "segment")
-MODEL_ALIASES = {"whisper-1": None}
+MODEL_ALIASES: dict[str, str | None] = dict.fromkeys(
+    ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe", "gpt-transcribe", "gpt-realtime-whisper",
+     "gpt-4o-transcribe-diarize", "gpt-4o-mini-transcribe-2025-03-20", "gpt-4o-transcribe-2025-03-20"))
+"""OpenAI's transcription model names (each client's default): all served by the configured default model."""
 """OpenAI model names accepted as the server's default model (``None``)."""
 
 

@@ -24,6 +24,7 @@ from voxserve.backends.registry import load_vad
 from voxserve.errors import InvalidInput, Overloaded
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError
+from voxserve.server.forms import MODEL_ALIASES
 from voxserve.server.realtime_protocol import (
     ProtocolError,
     SessionConfig,
@@ -171,7 +172,7 @@ class TranscriptionSession(RealtimeSession):
     def _update(self, event: dict[str, Any]) -> None:
         new = apply_update(self.config, event)
         if new.model != self.config.model:
-            model = None if new.model == "whisper-1" else new.model
+            model = MODEL_ALIASES.get(new.model, new.model)
             self.ctx.check_model(model)  # a registered name, never a path on the server
             self.ctx.vox.asr(model)  # unknown -> ModelUnavailable
         audio_changed = self._received_samples > 0 and self.stream is not None
@@ -191,7 +192,7 @@ class TranscriptionSession(RealtimeSession):
     def _start_stream(self) -> None:
         c = self.config
         live = self.ctx.settings.live
-        model = None if c.model == "whisper-1" else c.model
+        model = MODEL_ALIASES.get(c.model, c.model)
         service = self.ctx.vox.asr(model)
         base = LiveOptions()
         vad = None
