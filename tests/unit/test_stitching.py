@@ -47,9 +47,13 @@ def test_words_are_mapped_through_the_pieces() -> None:
 
 
 def test_word_across_a_piece_border_is_clipped_to_its_pieces() -> None:
+    """A word crossing the join of two pieces belongs to the piece holding most of it (the earlier on a tie)
+    and never spans the gap between them in the file."""
     plan = ChunkPlan(0, (Piece(1 * S, 3 * S, 0), Piece(5 * S, 7 * S, 2 * S)))
     (w,) = words_to_file_time(chunk(plan, [tw("x", 1.5, 2.5)]), 0)
-    assert (w.start, w.end) == (int(2.5 * S), int(5.5 * S))
+    assert (w.start, w.end) == (int(2.5 * S), 3 * S)
+    (w,) = words_to_file_time(chunk(plan, [tw("y", 1.8, 3.0)]), 0)
+    assert (w.start, w.end) == (5 * S, 6 * S)
     # a word ending exactly on the border ends in the first piece; one starting there starts in the second
     first, second = words_to_file_time(chunk(plan, [tw("a", 1.0, 2.0), tw("b", 2.0, 2.5)]), 0)
     assert first.end == 3 * S and second.start == 5 * S

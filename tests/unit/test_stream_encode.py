@@ -49,5 +49,5 @@ def test_int16_input_and_empty_stream() -> None:
 
 def test_unknown_format() -> None:
     with pytest.raises(InvalidInput) as info:
-        StreamEncoder("aac", RATE)
+        StreamEncoder("docx", RATE)
     assert info.value.param == "response_format"

@@ -29,7 +29,15 @@ from voxserve.backends.base import AsrRequest, AsrResult, DecodeOptions, VadMode
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import Recognizer
 from voxserve.errors import InvalidInput, Overloaded, VoxserveError
-from voxserve.pipelines.guard import GuardConfig, Verdict, assess, is_repetitive, token_cap, without_repeats
+from voxserve.pipelines.guard import (
+    GuardConfig,
+    LoopEvidence,
+    Verdict,
+    assess,
+    is_repetitive,
+    token_cap,
+    without_repeats,
+)
 from voxserve.streaming.live_events import (
     Cleared,
     Committed,
@@ -429,9 +437,12 @@ class LiveStream:
         contexts = (context, "") if context else ("",)
         for window in (None, *self.options.retry_windows):
             for ctx in contexts:
-                result = await asr.transcribe(self._request(audio, ctx, window), self.options.priority)
+                request = self._request(audio, ctx, window)
+                result = await asr.transcribe(request, self.options.priority)
+                cap = request.options.max_new_tokens
+                evidence = LoopEvidence(hit_cap=cap is not None and len(result.tokens) >= cap)
                 verdict = assess(result.text, result.avg_logprob, result.no_speech_prob, len(audio), result.language,
-                                 self.options.guard)
+                                 self.options.guard, evidence)
                 if verdict.silence:
                     return "", False
                 copied = bool(ctx) and copies_prompt(result.text, ctx)
