@@ -178,3 +178,11 @@ def test_concurrent_streams_get_their_own_audio(live: LiveServer) -> None:
     assert abs(durations[0] - durations[2]) < 0.25 * durations[0]  # same text, about the same length
     assert abs(durations[1] - durations[3]) < 0.25 * durations[1]
     assert min(durations[1], durations[3]) > 1.3 * max(durations[0], durations[2])  # never each other's audio
+
+
+@pytest.mark.parametrize("voice", ["marin", "cedar"])
+def test_every_voice_of_the_sdk_is_accepted(live: LiveServer, voice: str) -> None:
+    """The openai SDK's newest voices (marin is LiveKit Realtime's default) speak with the default voice."""
+    r = httpx.post(live.url + "/v1/audio/speech", json={"input": "Hello there.", "voice": voice, "response_format": "pcm"},
+                   timeout=60)
+    assert r.status_code == 200 and len(r.content) > 24000  # over half a second of 24 kHz PCM16

@@ -21,7 +21,8 @@ from voxserve.backends.base import AcousticModel, AudioDecoder, VoiceInfo
 from voxserve.errors import InvalidInput, ModelUnavailable
 
 DEFAULT_VOICE = "joe"
-OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse")
+OPENAI_VOICES = ("alloy", "ash", "ballad", "cedar", "coral", "echo", "fable", "marin", "nova", "onyx", "sage", "shimmer",
+                 "verse")
 Loader = Callable[[], tuple[AcousticModel, AudioDecoder]]
 
 
