@@ -100,9 +100,10 @@ def test_manual_commit_and_binary_frames_at_16k(live: LiveServer, data_dir: Path
         "input_audio_format": "pcm16", "input_sample_rate": 16000, "turn_detection": None,
         "input_audio_transcription": {"model": "whisper-base", "language": "en"}}})
     s.wait_for("transcription_session.updated")
-    s.send({"type": "input_audio_buffer.commit"})  # nothing yet: an error, the session goes on
+    s.send({"type": "input_audio_buffer.commit", "event_id": "evt_client_1"})  # nothing yet: an error, it goes on
     err = s.wait_for("error")[0]["error"]
     assert err["code"] == "input_audio_buffer_commit_empty"
+    assert err["event_id"] == "evt_client_1"  # openai-agents' streamed STT matches errors by the client's id
     from voxserve.audio import decode_audio
     from voxserve.audio.pcm import float32_to_pcm16
 

@@ -276,5 +276,5 @@ def live_event(ev: LiveEvent, partial_events: bool) -> dict[str, Any] | None:
         return server_event(f"{prefix}.failed", item_id=ev.item_id, content_index=0,
                             error={"type": "transcription_error", "code": "transcription_failed", "message": ev.message})
     if isinstance(ev, StreamError):
-        return error_event(InvalidInput(ev.message, code=ev.code))
+        return error_event(InvalidInput(ev.message, code=ev.code), ev.event_id)
     return None

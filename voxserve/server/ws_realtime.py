@@ -154,7 +154,8 @@ class TranscriptionSession(RealtimeSession):
         elif kind == "input_audio_buffer.append":
             self._append(decode_audio_field(event))
         elif kind == "input_audio_buffer.commit":
-            self._require_stream().commit()
+            event_id = event.get("event_id")
+            self._require_stream().commit(event_id if isinstance(event_id, str) else None)
         else:
             self._require_stream().clear()
 

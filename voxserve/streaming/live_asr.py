@@ -197,9 +197,9 @@ class LiveStream:
         self._pending_samples += len(block)
         self._inbox.put_nowait(("audio", block))
 
-    def commit(self) -> None:
-        """End the current utterance now (manual turn taking)."""
-        self._inbox.put_nowait(("commit", None))
+    def commit(self, event_id: str | None = None) -> None:
+        """End the current utterance now (manual turn taking); ``event_id`` is echoed if it fails."""
+        self._inbox.put_nowait(("commit", event_id))
 
     def clear(self) -> None:
         """Drop audio not yet committed."""
@@ -242,7 +242,7 @@ class LiveStream:
                     assert isinstance(payload, np.ndarray)
                     await self._on_audio(payload)
                 elif kind == "commit":
-                    self._on_commit()
+                    self._on_commit(event_id=payload if isinstance(payload, str) else None)
                 elif kind == "clear":
                     self._on_clear()
                 else:
@@ -327,12 +327,13 @@ class LiveStream:
             self._utterance = _Utterance(f"item_{next(_item_ids):06d}", self._manual_start, partial_at=self._manual_start)
         return self._utterance
 
-    def _on_commit(self, *, final: bool = False) -> None:
+    def _on_commit(self, *, final: bool = False, event_id: str | None = None) -> None:
         if self._utterance is None and self._vad is None:
             self._manual_utterance()
         if self._utterance is None:
             if not final:
-                self._emit(StreamError("input_audio_buffer_commit_empty", "there is no uncommitted audio to commit"))
+                self._emit(StreamError("input_audio_buffer_commit_empty", "there is no uncommitted audio to commit",
+                                       event_id))
             return
         if self._vad is not None and self._machine is not None:
             self._machine = VadStateMachine(self._machine.params, self._position)

@@ -91,10 +91,12 @@ class TranscriptFailed:
 
 @dataclass(frozen=True)
 class StreamError:
-    """A request on the stream could not be done (e.g. committing an empty buffer); the stream goes on."""
+    """A request on the stream could not be done (e.g. committing an empty buffer); the stream goes on.
+    ``event_id``: the client's id of the request, echoed in the error (OpenAI clients match errors by it)."""
 
     code: str
     message: str
+    event_id: str | None = None
 
 
 LiveEvent = (
