@@ -92,6 +92,12 @@ def test_voice_turn_event_order_audio_and_metrics(server: LiveServer, fake_agent
              "response.done"]
     seen = types(s)
     assert [seen.index(k) for k in order] == sorted(seen.index(k) for k in order), seen
+    # GA clients (LiveKit) wait for conversation.item.added / .done: the user's item, then the reply's
+    added, item_done = s.of_type("conversation.item.added"), s.of_type("conversation.item.done")
+    assert [e["item"]["role"] for e in added] == ["user", "assistant"]
+    assert [e["item"]["role"] for e in item_done] == ["user", "assistant"]
+    assert item_done[-1]["item"]["status"] == "completed" and seen.index("conversation.item.done") > seen.index(
+        "conversation.item.added")
     assert seen[0] == "session.created" and s.of_type("session.created")[0]["session"]["type"] == "realtime"
     updated = s.of_type("session.updated")[0]["session"]
     assert updated["instructions"] == "Be brief." and updated["audio"]["output"]["voice"] == "fake"

@@ -340,6 +340,18 @@ def _assistant_item(item_id: str, status: str, transcript: str | None = None) ->
             "content": content}
 
 
+def _item_events(config: ConversationConfig, previous_item_id: str | None, item: dict[str, Any]) -> list[dict[str, Any]]:
+    """A new conversation item: ``conversation.item.created`` (beta, and kept for GA clients that read it),
+    and for GA sessions ``conversation.item.added`` and, once the item is complete, ``conversation.item.done``
+    (what GA clients such as LiveKit's wait for)."""
+    out = [server_event("conversation.item.created", previous_item_id=previous_item_id, item=item)]
+    if config.shape != "beta":
+        out.append(server_event("conversation.item.added", previous_item_id=previous_item_id, item=item))
+        if item.get("status") == "completed":
+            out.append(server_event("conversation.item.done", previous_item_id=previous_item_id, item=item))
+    return out
+
+
 def conversation_events(ev: AgentEvent, config: ConversationConfig, audio_b64: str = "") -> list[dict[str, Any]]:
     """The server events for one agent event (``audio_b64``: the reply chunk, already in the output format)."""
     if isinstance(ev, UserSpeechStarted):
@@ -350,9 +362,9 @@ def conversation_events(ev: AgentEvent, config: ConversationConfig, audio_b64: s
         kind = "input_text" if ev.role == "user" else "output_text"
         item = {"id": ev.item_id, "object": "realtime.item", "type": "message", "role": ev.role,
                 "status": "completed", "content": [{"type": kind, "text": ev.text}]}
-        return [server_event("conversation.item.created", previous_item_id=ev.previous_item_id, item=item)]
+        return _item_events(config, ev.previous_item_id, item)
     if isinstance(ev, ResponseStarted):
-        return _response_started(ev)
+        return _response_started(ev, config)
     if isinstance(ev, ResponseAudio):
         return _audio(ev, config, audio_b64)
     if isinstance(ev, ResponseDone):
@@ -381,19 +393,19 @@ def _user_turn(ev: UserTurnEnded, config: ConversationConfig) -> list[dict[str, 
             "content": [{"type": "input_audio", "transcript": ev.transcript}]}
     return [*out,
             server_event("input_audio_buffer.committed", item_id=ev.item_id, previous_item_id=ev.previous_item_id),
-            server_event("conversation.item.created", previous_item_id=ev.previous_item_id, item=item),
+            *_item_events(config, ev.previous_item_id, item),
             server_event("conversation.item.input_audio_transcription.completed", item_id=ev.item_id,
                          content_index=0, transcript=ev.transcript)]
 
 
-def _response_started(ev: ResponseStarted) -> list[dict[str, Any]]:
+def _response_started(ev: ResponseStarted, config: ConversationConfig) -> list[dict[str, Any]]:
     item = _assistant_item(ev.item_id, "in_progress")
     ids = {"response_id": ev.response_id, "item_id": ev.item_id, "output_index": 0, "content_index": 0}
     return [
         server_event("response.created", response={"id": ev.response_id, "object": "realtime.response",
                                                    "status": "in_progress", "output": []}),
         server_event("response.output_item.added", response_id=ev.response_id, output_index=0, item=item),
-        server_event("conversation.item.created", previous_item_id=ev.previous_item_id, item=item),
+        *_item_events(config, ev.previous_item_id, item),
         server_event("response.content_part.added", **ids, part={"type": "audio", "transcript": ""}),
     ]
 
@@ -420,11 +432,13 @@ def _response_done(ev: ResponseDone, config: ConversationConfig) -> list[dict[st
         details = {"type": "failed", "error": {"type": "server_error", "code": getattr(error, "code", "error"),
                                                "message": getattr(error, "message", "the response failed")}}
     voxserve = {"audio_ms": round(ev.audio_s * 1000), "latency": ev.latency.as_dict() if ev.latency else None}
+    done = [server_event("conversation.item.done", item=item)] if config.shape != "beta" else []
     return [
         server_event(f"{names['audio']}.done", **ids),
         server_event(f"{names['transcript']}.done", **ids, transcript=ev.transcript),
         server_event("response.content_part.done", **ids, part={"type": "audio", "transcript": ev.transcript}),
         server_event("response.output_item.done", response_id=ev.response_id, output_index=0, item=item),
+        *done,
         server_event("response.done", response={"id": ev.response_id, "object": "realtime.response",
                                                 "status": ev.status, "status_details": details, "output": [item],
                                                 "voxserve": voxserve}),
