@@ -121,8 +121,13 @@ def test_text_turns_beta_names_and_g711_output(server: LiveServer, fake_agent: A
     s.send({"type": "session.update", "session": {"voice": "fake", "output_audio_format": "g711_ulaw",
                                                   "turn_detection": None}})
     assert s.wait_for("session.updated")[0]["session"]["output_audio_format"] == "g711_ulaw"
+    s.send({"type": "conversation.item.create", "event_id": "evt_bad",
+            "item": {"id": "no spaces allowed", "type": "message", "role": "user",
+                     "content": [{"type": "input_text", "text": "x"}]}})
+    assert s.wait_for("error")[-1]["error"]["param"] == "item.id"
     s.send({"type": "conversation.item.create",
-            "item": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Password?"}]}})
+            "item": {"id": "item_client_7", "type": "message", "role": "user",
+                     "content": [{"type": "input_text", "text": "Password?"}]}})
     s.send({"type": "response.create"})
     [done] = s.wait_for("response.done", timeout=30)
     assert done["response"]["status"] == "completed"
@@ -130,7 +135,8 @@ def test_text_turns_beta_names_and_g711_output(server: LiveServer, fake_agent: A
     audio = b"".join(base64.b64decode(e["delta"]) for e in s.of_type("response.audio.delta"))
     samples = g711_ulaw_to_float32(audio)  # one byte per 8 kHz sample
     assert abs(len(samples) / 8000 - done["response"]["voxserve"]["audio_ms"] / 1000) < 0.02
-    assert s.of_type("conversation.item.created")[0]["item"]["content"][0]["text"] == "Password?"
+    created = s.of_type("conversation.item.created")[0]["item"]
+    assert created["content"][0]["text"] == "Password?" and created["id"] == "item_client_7"  # the client's id kept
     s.ws.close()
 
 

@@ -180,15 +180,16 @@ class AgentSession:
         self._live.end_input()
         self._act(self._turns.end_turn(self._position))
 
-    def add_text(self, role: Literal["user", "assistant"], text: str) -> str:
-        """Add a text message to the conversation (``conversation.item.create``); returns its item id."""
+    def add_text(self, role: Literal["user", "assistant"], text: str, item_id: str | None = None) -> str:
+        """Add a text message to the conversation (``conversation.item.create``); returns its item id (the
+        client's ``item_id`` when given)."""
         if not text.strip():
             raise InvalidInput("the message has no text", param="item.content")
         if role == "user":
             self._history.add_user(text.strip())
         else:
             self._history.add_assistant(text.strip())
-        item = new_id("item")
+        item = item_id or new_id("item")
         self._emit(ItemAdded(item, self._last_item, role, text.strip()))
         self._last_item = item
         return item

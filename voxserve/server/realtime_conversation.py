@@ -284,8 +284,20 @@ def _flag(d: dict[str, Any], key: str, default: bool, where: str) -> bool:
 # ------------------------------------------------------------------------------------------- client items
 
 
+def item_id(event: dict[str, Any]) -> str | None:
+    """The client's id of a ``conversation.item.create`` item, kept as the item's id (None: the server makes
+    one). At most 64 characters of letters, digits, ``_`` and ``-``, as OpenAI's ids."""
+    item = event.get("item")
+    value = item.get("id") if isinstance(item, dict) else None
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= 64 or not all(c.isalnum() or c in "_-" for c in value):
+        raise ProtocolError("item.id must be 1-64 letters, digits, '_' or '-'", code="invalid_value", param="item.id")
+    return value
+
+
 def item_text(event: dict[str, Any]) -> tuple[str, str]:
-    """(role, text) of a ``conversation.item.create`` text message."""
+    """(role, text) of a ``conversation.item.create`` text message (its ``id``: :func:`item_id`)."""
     item = event.get("item")
     if not isinstance(item, dict) or item.get("type", "message") != "message":
         raise ProtocolError("conversation.item.create needs an item of type 'message'", code="invalid_item",

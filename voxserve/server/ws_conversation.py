@@ -34,6 +34,7 @@ from voxserve.server.realtime_conversation import (
     apply_conversation_update,
     conversation_events,
     encode_b64,
+    item_id,
     item_text,
     response_instructions,
     truncate_args,
@@ -182,7 +183,7 @@ class ConversationSession(RealtimeSession):
             s.clear()
         elif kind == "conversation.item.create":
             role, text = item_text(event)
-            s.add_text("user" if role == "user" else "assistant", text)
+            s.add_text("user" if role == "user" else "assistant", text, item_id(event))
         elif kind == "conversation.item.truncate":
             s.truncate(*truncate_args(event))
         elif kind == "response.create":
