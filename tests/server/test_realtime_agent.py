@@ -128,9 +128,11 @@ def test_text_turns_beta_names_and_g711_output(server: LiveServer, fake_agent: A
     s.send({"type": "conversation.item.create",
             "item": {"id": "item_client_7", "type": "message", "role": "user",
                      "content": [{"type": "input_text", "text": "Password?"}]}})
-    s.send({"type": "response.create"})
+    s.send({"type": "response.create", "response": {"metadata": {"topic": "wifi"}}})
     [done] = s.wait_for("response.done", timeout=30)
     assert done["response"]["status"] == "completed"
+    assert done["response"]["metadata"] == {"topic": "wifi"}  # LiveKit's generate_reply waits for this
+    assert s.of_type("response.created")[-1]["response"]["metadata"] == {"topic": "wifi"}
     assert "response.audio.delta" in types(s) and "response.output_audio.delta" not in types(s)  # beta names
     audio = b"".join(base64.b64decode(e["delta"]) for e in s.of_type("response.audio.delta"))
     samples = g711_ulaw_to_float32(audio)  # one byte per 8 kHz sample

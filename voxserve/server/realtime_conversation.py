@@ -346,6 +346,20 @@ def response_instructions(event: dict[str, Any]) -> str | None:
 # ------------------------------------------------------------------------------------------- server events
 
 
+def response_metadata(event: dict[str, Any]) -> dict[str, str] | None:
+    """``response.metadata`` of a ``response.create`` (echoed in response.created and response.done; LiveKit's
+    generate_reply waits for its id there): at most 16 string pairs, as OpenAI takes them."""
+    response = event.get("response")
+    meta = response.get("metadata") if isinstance(response, dict) else None
+    if meta is None:
+        return None
+    if not isinstance(meta, dict) or len(meta) > 16 or not all(
+            isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= 512 for k, v in meta.items()):
+        raise ProtocolError("response.metadata must be at most 16 string pairs", code="invalid_value",
+                            param="response.metadata")
+    return dict(meta)
+
+
 def _assistant_item(item_id: str, status: str, transcript: str | None = None) -> dict[str, Any]:
     content = [] if transcript is None else [{"type": "output_audio", "transcript": transcript}]
     return {"id": item_id, "object": "realtime.item", "type": "message", "role": "assistant", "status": status,

@@ -37,6 +37,7 @@ from voxserve.server.realtime_conversation import (
     item_id,
     item_text,
     response_instructions,
+    response_metadata,
     truncate_args,
 )
 from voxserve.server.realtime_protocol import (
@@ -152,6 +153,7 @@ class ConversationSession(RealtimeSession):
         self.session: AgentSession = agent.session(agent_options(ctx, self.config))
         self._out: dict[str, _AudioOut] = {}
         self._forwarder: asyncio.Future[None] | None = None
+        self.metadata: dict[str, dict[str, str]] = {}  # response id -> the client's response.metadata
 
     def _open(self) -> None:
         self._forwarder = asyncio.ensure_future(self._forward())
@@ -187,7 +189,10 @@ class ConversationSession(RealtimeSession):
         elif kind == "conversation.item.truncate":
             s.truncate(*truncate_args(event))
         elif kind == "response.create":
-            s.respond(response_instructions(event))
+            meta = response_metadata(event)
+            response_id = s.respond(response_instructions(event))
+            if meta is not None:
+                self.metadata[response_id] = meta
         else:
             s.cancel_response()
 
@@ -225,4 +230,9 @@ class ConversationSession(RealtimeSession):
                 self.send(server_event(f"{self.config.names()['audio']}.delta", response_id=ev.response_id,
                                        item_id=ev.item_id, output_index=0, content_index=0, delta=encode_b64(tail)))
         for out_event in conversation_events(ev, self.config, audio):
+            if out_event["type"] in ("response.created", "response.done"):  # the client's metadata, echoed
+                meta = self.metadata.get(out_event["response"]["id"])
+                out_event["response"]["metadata"] = meta
+                if out_event["type"] == "response.done":
+                    self.metadata.pop(out_event["response"]["id"], None)
             self.send(out_event)
