@@ -151,13 +151,15 @@ def test_bad_input_gets_errors_and_the_session_goes_on(server: LiveServer, fake_
     s.send({"type": "conversation.item.create", "item": {"type": "message", "role": "user", "content": []}})
     s.send({"type": "conversation.item.truncate", "item_id": "item_nope", "content_index": 0, "audio_end_ms": 10})
     s.send({"type": "session.update", "session": {"type": "transcription"}})
-    s.send({"type": "session.update", "session": {"audio": {"output": {"voice": "no-such-voice"}}}})
+    s.send({"type": "session.update", "session": {"instructions": "Kept.", "audio": {"output": {"voice": "no-such-voice"}}}})
     s.send({"type": "input_audio_buffer.append", "audio": "%%%"})
     errors = s.wait_for("error", count=8)
     codes = [e["error"]["code"] for e in errors]
     assert codes[:5] == ["invalid_json", "unknown_event", "response_cancel_not_active", "invalid_item", "item_not_found"]
     assert errors[2]["error"]["event_id"] == "evt_1"
     assert codes[5] == "invalid_session_type" and codes[7] == "invalid_base64"
+    # the unknown voice was refused alone: the rest of that update took effect
+    assert s.of_type("session.updated")[-1]["session"]["instructions"] == "Kept."
     s.send({"type": "conversation.item.create",
             "item": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}]}})
     s.send({"type": "response.create"})

@@ -201,8 +201,13 @@ class ConversationSession(RealtimeSession):
 
     def _update(self, event: dict[str, Any]) -> None:
         new = apply_conversation_update(self.config, event)
-        if new.voice:
-            self.agent.tts.voice_info(new.voice)  # unknown voice -> InvalidInput, config unchanged
+        if new.voice and new.voice != self.config.voice:
+            try:
+                self.agent.tts.voice_info(new.voice)
+            except VoxserveError as exc:  # an unknown voice rejects that field alone, not the whole update
+                event_id = event.get("event_id")
+                self.send(error_event(exc, event_id if isinstance(event_id, str) else None))
+                new = replace(new, voice=self.config.voice)
         if (new.in_encoding, new.in_rate) != (self.config.in_encoding, self.config.in_rate):
             self.audio = AudioInput(new.in_encoding, new.in_rate)
         self.config = new
