@@ -78,6 +78,7 @@ def test_streaming_events(client: Any, data_dir: Path) -> None:
     assert types[-1] == "transcript.text.done" and "transcript.text.delta" in types
     assert all(t == "transcript.text.delta" for t in types[:-1])
     assert "".join(e.delta for e in events[:-1]).strip() == events[-1].text
+    assert events[-1].usage is not None and abs(events[-1].usage.seconds - 11.0) < 0.05  # OpenAI's duration usage
     assert jfk_wer(events[-1].text) <= 0.1, events[-1].text
 
 

@@ -133,7 +133,8 @@ async def _events(ctx: ServerContext, form: TranscriptionForm, hold: ExitStack) 
             else:
                 getter.cancel()
         transcript = task.result()
-        yield _sse({"type": "transcript.text.done", "text": transcript.text})
+        yield _sse({"type": "transcript.text.done", "text": transcript.text,
+                    "usage": {"type": "duration", "seconds": round(transcript.duration_s, 3)}})
     except Exception as exc:  # noqa: BLE001 - reported in-band: the status line is already sent
         err = error_response(exc)
         yield _sse({"type": "error", "error": json.loads(bytes(err.body))["error"]})
