@@ -37,6 +37,9 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="cpu, cuda or auto")
     p.add_argument("--compute-type", help="CTranslate2 compute type (default: int8 on CPU)")
     p.add_argument("--no-guard", action="store_true", help="disable the hallucination guard (faster, riskier)")
+    p.add_argument("--vad-threshold", type=float, help="speech probability of the VAD (default 0.3 for files)")
+    p.add_argument("--min-silence-ms", type=int, help="a pause this long separates speech regions (default 300)")
+    p.add_argument("--speech-pad-ms", type=int, help="audio kept around each speech region (default 200)")
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -48,7 +51,10 @@ def _settings(args: argparse.Namespace) -> Any:
     guard = {"enabled": False} if args.no_guard else {}
     from voxserve.scale_cli import ray_overrides
 
-    return load_settings(args.config, asr=asr, guard=guard, ray=ray_overrides(args))
+    chunking = {"vad_threshold": getattr(args, "vad_threshold", None),
+                "min_silence_ms": getattr(args, "min_silence_ms", None),
+                "speech_pad_ms": getattr(args, "speech_pad_ms", None)}
+    return load_settings(args.config, asr=asr, guard=guard, chunking=chunking, ray=ray_overrides(args))
 
 
 def _add_transcribe(sub: Any) -> None:

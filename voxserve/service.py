@@ -64,8 +64,10 @@ class Voxserve:
         temperature: float = 0.0,
         word_timestamps: bool = True,
         max_duration_s: float | None = None,
+        vad: VadParams | None = None,
     ) -> LongAsrOptions:
-        """Per-request options for a long file, completed from the process settings."""
+        """Per-request options for a long file, completed from the process settings (``vad``: this request's
+        speech detection instead of the settings', e.g. OpenAI's ``chunking_strategy``)."""
         s = self.settings
         g, c = s.guard, s.chunking
         return LongAsrOptions(
@@ -75,7 +77,8 @@ class Voxserve:
             ),
             chunking=ChunkParams(
                 max_chunk_s=c.max_chunk_s,
-                vad=VadParams(threshold=c.vad_threshold, min_silence_ms=c.min_silence_ms, speech_pad_ms=c.speech_pad_ms),
+                vad=vad or VadParams(threshold=c.vad_threshold, min_silence_ms=c.min_silence_ms,
+                                     speech_pad_ms=c.speech_pad_ms),
             ),
             guard=self.guard_config(),
             temperatures=g.temperatures,

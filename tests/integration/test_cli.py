@@ -87,3 +87,11 @@ def test_eval_asr_on_a_folder(data_dir: Path, tmp_path: Path) -> None:
     assert {"fw_jfk", "mfa_ls_61-70968-0000", "de__pv_test_de"} <= names
     jfk = next(f for f in d["files"] if f["name"] == "fw_jfk")
     assert jfk["score"]["wer"] == 0.0
+
+
+def test_vad_flags_reach_the_speech_detection(corpus: Path) -> None:
+    clip = str(corpus / "asr" / "mfa_whisper2.flac")  # whispering: heard at the default 0.3, not at 0.9
+    heard = voxserve("transcribe", clip, "--quiet")
+    strict = voxserve("transcribe", clip, "--quiet", "--vad-threshold", "0.9", "--min-silence-ms", "300")
+    assert heard.returncode == strict.returncode == 0
+    assert len(heard.stdout.split()) >= 4 and strict.stdout.strip() == ""

@@ -117,3 +117,21 @@ def test_openai_default_model_names_work(client: Any, data_dir: Path, model: str
         r = client.audio.transcriptions.create(model=model, file=f)
     assert reader_wer(r.text) <= 0.1, r.text
     assert model in {m.id for m in client.models.list()}
+
+
+def test_chunking_strategy_sets_the_speech_detection(live: Any, corpus: Path) -> None:
+    """OpenAI's chunking_strategy is this request's VAD: whispering that the default (offline) threshold hears
+    is silence to a server_vad threshold of 0.9."""
+    import httpx
+
+    def post(strategy: str | None) -> httpx.Response:
+        data = {"model": "whisper-1", "language": "en"} | ({"chunking_strategy": strategy} if strategy else {})
+        with open(corpus / "asr" / "mfa_whisper2.flac", "rb") as f:
+            return httpx.post(live.url + "/v1/audio/transcriptions", files={"file": ("w.flac", f)}, data=data,
+                              timeout=120)
+
+    auto, strict = post("auto"), post('{"type": "server_vad", "threshold": 0.9, "silence_duration_ms": 300}')
+    assert auto.status_code == strict.status_code == 200
+    assert len(auto.json()["text"].split()) >= 4 and strict.json()["text"] == ""
+    bad = post('{"type": "server_vad", "threshold": 3}')
+    assert bad.status_code in (400, 422) and bad.json()["error"]["param"] == "chunking_strategy"

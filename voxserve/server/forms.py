@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +12,7 @@ from starlette.requests import Request
 from voxserve.languages import language_code
 from voxserve.server.context import context
 from voxserve.server.errors import HttpError
+from voxserve.streaming.vad import VadParams
 from voxserve.types import Task
 
 RESPONSE_FORMATS = ("json", "text", "srt", "verbose_json", "vtt", "diarized_json")
@@ -37,6 +39,7 @@ class TranscriptionForm:
     stream: bool
     task: Task
     speakers: SpeakerFields | None = None
+    vad: VadParams | None = None
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,31 @@ async def read_form(request: Request, task: Task, formats: tuple[str, ...] = RES
         stream=_bool(form, "stream"),
         task=task,
         speakers=speaker_fields(form),
+        vad=chunking_strategy(_text(form, "chunking_strategy")),
     )
+
+
+def chunking_strategy(raw: str | None) -> VadParams | None:
+    """OpenAI's ``chunking_strategy``: ``"auto"`` (the server's VAD settings) or a JSON object
+    ``{"type": "server_vad", "threshold", "prefix_padding_ms", "silence_duration_ms"}``, honoured as this
+    request's speech detection (prefix padding pads both sides of each speech region)."""
+    if raw is None or raw.strip() in ("", "auto", '"auto"'):
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise _invalid("chunking_strategy", "chunking_strategy must be 'auto' or a JSON object") from None
+    if not isinstance(value, dict) or value.get("type") != "server_vad":
+        raise _invalid("chunking_strategy", "chunking_strategy must be 'auto' or {\"type\": \"server_vad\", ...}")
+    threshold = value.get("threshold", 0.5)
+    pad = value.get("prefix_padding_ms", 300)
+    silence = value.get("silence_duration_ms", 200)
+    numbers = (isinstance(threshold, (int, float)) and isinstance(pad, int) and isinstance(silence, int)
+               and not any(isinstance(v, bool) for v in (threshold, pad, silence)))
+    if not numbers or not 0.0 < float(threshold) < 1.0 or not 0 <= pad <= 5000 or not 0 <= silence <= 10000:
+        raise _invalid("chunking_strategy", "server_vad needs 0 < threshold < 1, prefix_padding_ms 0-5000 and "
+                       "silence_duration_ms 0-10000")
+    return VadParams(threshold=float(threshold), min_silence_ms=silence, speech_pad_ms=pad)
 
 
 def _language(value: str | None) -> str | None:

@@ -63,6 +63,7 @@ def options_for(ctx: ServerContext, form: TranscriptionForm, max_audio_s: float)
         temperature=form.temperature,
         word_timestamps=form.speakers is not None or form.response_format in ("srt", "vtt", "verbose_json"),
         max_duration_s=max_audio_s,
+        vad=form.vad,
     )
 
 
