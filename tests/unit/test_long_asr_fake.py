@@ -447,3 +447,20 @@ def test_a_busy_event_loop_does_not_duplicate_chunks() -> None:
     check_words(t, bursts)
     assert len(asr.requests()) == t.stats.chunks
     assert len({r.index for r in t.stats.chunk_reports}) == t.stats.chunks
+
+
+def test_progress_counts_chunks_that_finish_out_of_order() -> None:
+    """Batches finish out of order: progress must count a late chunk's audio at once, not wait for the first."""
+    from voxserve.pipelines.chunking import ChunkPlan, Piece
+    from voxserve.pipelines.long_asr import _Progress
+
+    plans = [ChunkPlan(i, (Piece(i * 30 * SR, i * 30 * SR + 25 * SR, 0),)) for i in range(4)]
+    calls: list[float] = []
+    texts: list[str] = []
+    tracker = _Progress(lambda done, total: calls.append(done), 120.0, texts.append)
+    for i in (3, 2, 1):
+        tracker.chunk_done(plans[i], f"t{i}")
+    assert calls == [25.0, 50.0, 75.0] and texts == []  # counted, but no text goes out before chunk 0's
+    tracker.chunk_done(plans[0], "t0")
+    assert calls[-1] == 115.0 and texts == ["t0", "t1", "t2", "t3"]
+    assert calls == sorted(calls)
