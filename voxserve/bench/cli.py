@@ -61,6 +61,7 @@ def add_bench_commands(sub: Any, engine_args: Callable[[argparse.ArgumentParser]
     lv.add_argument("--streams", default="1,2,4,8", help="comma-separated concurrency levels")
     lv.add_argument("--seconds", type=float, default=30.0, help="audio per stream")
     lv.add_argument("--corpus", help="corpus folder (default: ../shared/corpus, else tests/data)")
+    lv.add_argument("--half", choices=("tune", "check"), help="only clips of this half of the corpus split")
     lv.add_argument("--whisperlive-python", help="a Python with whisper-live installed, to run it side by side")
     lv.add_argument("--json", help="write the report here")
     engine_args(lv)
@@ -241,6 +242,10 @@ def cmd_live(args: argparse.Namespace, settings: Any) -> int:
 
     root = Path(args.corpus) if args.corpus else (default_corpus() or Path(__file__).resolve().parents[2] / "tests" / "data")
     items = [i for i in find_items(root, ("asr",)) if i.language == "en"]
+    if args.half:
+        from voxserve.eval.split import names
+
+        items = [i for i in items if i.name in names(args.half, "asr")]
     if not items:
         raise InvalidInput(f"no English clips with references under {root}")
     clips = [(i.audio, i.reference.read_text(encoding="utf-8").strip()) for i in items]
