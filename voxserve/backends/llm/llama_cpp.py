@@ -48,9 +48,12 @@ def smollm2_path() -> Path:
 _PROBE = """
 import sys
 from llama_cpp import Llama
-llm = Llama(model_path=sys.argv[1], n_ctx=64, n_threads=1, n_threads_batch=1, verbose=False)
-llm.create_completion("Hello", max_tokens=2, temperature=0.0)
+llm = Llama(model_path=sys.argv[1], n_ctx=1024, n_threads=1, n_threads_batch=1, verbose=False)
+llm.create_completion("Hello there. " * 100, max_tokens=2, temperature=0.0)
 """
+"""A long prompt on purpose: a native build that decodes a short prompt fine died of SIGILL on a 300-token
+prefill (batched matrix kernels take other instructions than single-token decoding)."""
+_PROBE_VERSION = 2
 _checked: dict[str, str] = {}
 
 
@@ -59,7 +62,8 @@ def check_runtime(model_path: Path, cache_dir: Path | None = None) -> None:
 
     A build compiled for instructions the CPU (or its hypervisor) does not execute dies with SIGILL, which
     would take the whole server down with it. The check loads the model and decodes two tokens in a child
-    process, once per build and model (the verdict is kept in ``cache_dir``).
+    process, once per build and model (the verdict is kept in ``cache_dir``): a short decode and a
+    300-token prefill, the two paths a conversation takes.
 
     Raises:
         ModelUnavailable: the child died (the message says how to rebuild portably).
@@ -67,7 +71,7 @@ def check_runtime(model_path: Path, cache_dir: Path | None = None) -> None:
     import llama_cpp
 
     lib = Path(llama_cpp.__file__).parent
-    stamp = json.dumps([str(model_path), *[(p.name, p.stat().st_size, int(p.stat().st_mtime))
+    stamp = json.dumps([_PROBE_VERSION, str(model_path), *[(p.name, p.stat().st_size, int(p.stat().st_mtime))
                                           for p in sorted(lib.rglob("*.so*"))]])
     key = hashlib.sha256(stamp.encode()).hexdigest()[:16]
     verdict_file = cache_dir / f"llama-runtime-{key}.ok" if cache_dir else None
