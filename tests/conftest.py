@@ -61,3 +61,9 @@ def require_embedded_llm() -> None:
         check_runtime(smollm2_path(), cache_dir())
     except ModelUnavailable as exc:
         pytest.skip(exc.message)
+
+
+@pytest.fixture(scope="session")
+def embedded_llm() -> None:
+    """For tests that need the embedded LLM to run (see :func:`require_embedded_llm`)."""
+    require_embedded_llm()

@@ -283,7 +283,7 @@ def test_voice_names_that_are_paths_are_refused(open_server: Server, kind: str) 
     assert all("/" not in n for n in names), names
 
 
-def test_conversation_voice_paths_are_refused(open_server: Server) -> None:
+def test_conversation_voice_paths_are_refused(open_server: Server, embedded_llm: None) -> None:
     pytest.importorskip("voxserve.server.ws_conversation")
     voice = _voice_path()
     with connect(open_server.ws_url + "/v1/realtime", open_timeout=60) as ws:

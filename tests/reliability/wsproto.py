@@ -40,11 +40,25 @@ def _tts(server: Server) -> bool:
 
 
 def _agent(server: Server) -> bool:
+    """The conversation socket has an agent: its modules, a voice, and an LLM that runs here (the embedded
+    one is refused where its llama-cpp-python build cannot run on this CPU)."""
     try:
         import voxserve.agent.cascade  # noqa: F401
         import voxserve.server.ws_conversation  # noqa: F401
 
-        return _tts(server)
+        if not _tts(server):
+            return False
+        if server.ctx.settings.agent.llm_url:
+            return True
+        from voxserve.backends.asr.embedded import cache_dir
+        from voxserve.backends.llm.llama_cpp import check_runtime, smollm2_path
+        from voxserve.errors import ModelUnavailable
+
+        try:
+            check_runtime(smollm2_path(), cache_dir())
+        except ModelUnavailable:
+            return False
+        return True
     except ImportError:
         return False
 

@@ -253,8 +253,8 @@ def test_a_defect_in_a_handler_is_an_error_event_and_1011(live: LiveServer, monk
 def test_unsupported_intent_and_model(live: LiveServer) -> None:
     ws = connect(live.url.replace("http", "ws") + "/v1/realtime")
     first = json.loads(ws.recv())
-    if first["type"] == "error":  # no conversation mode installed
-        assert first["error"]["code"] == "unsupported_intent"
+    if first["type"] == "error":  # no conversation mode installed, or its LLM cannot run on this CPU
+        assert first["error"]["code"] == "unsupported_intent" or first["error"]["param"] == "llm", first
     ws.close()
     s = open_session(live.url)
     s.send({"type": "session.update", "session": {"type": "transcription", "audio": {"input": {"transcription": {"model": "whisper-huge"}}}}})
