@@ -49,10 +49,13 @@ def vox() -> Iterator[object]:
     engine.close()
 
 
-def require_embedded_llm() -> None:
-    """Skip (with the reason) where the embedded LLM cannot run: not installed, or a llama-cpp-python build
-    that this CPU cannot execute (voxserve refuses to load it rather than die of SIGILL)."""
-    pytest.importorskip("llama_cpp", reason="needs voxserve[agent]")
+def embedded_llm_problem() -> str | None:
+    """Why the embedded LLM cannot run here (not installed, or a llama-cpp-python build this CPU cannot
+    execute: voxserve refuses to load it rather than die of SIGILL), or None when it can."""
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        return "needs voxserve[agent]"
     from voxserve.backends.asr.embedded import cache_dir
     from voxserve.backends.llm.llama_cpp import check_runtime, smollm2_path
     from voxserve.errors import ModelUnavailable
@@ -60,7 +63,15 @@ def require_embedded_llm() -> None:
     try:
         check_runtime(smollm2_path(), cache_dir())
     except ModelUnavailable as exc:
-        pytest.skip(exc.message)
+        return exc.message
+    return None
+
+
+def require_embedded_llm() -> None:
+    """Skip (with the reason) where the embedded LLM cannot run (see :func:`embedded_llm_problem`)."""
+    problem = embedded_llm_problem()
+    if problem is not None:
+        pytest.skip(problem)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from typing import Any
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
+from tests.conftest import embedded_llm_problem
 from tests.reliability.conftest import Server
 from tests.reliability.report import Tally
 
@@ -48,17 +49,7 @@ def _agent(server: Server) -> bool:
 
         if not _tts(server):
             return False
-        if server.ctx.settings.agent.llm_url:
-            return True
-        from voxserve.backends.asr.embedded import cache_dir
-        from voxserve.backends.llm.llama_cpp import check_runtime, smollm2_path
-        from voxserve.errors import ModelUnavailable
-
-        try:
-            check_runtime(smollm2_path(), cache_dir())
-        except ModelUnavailable:
-            return False
-        return True
+        return bool(server.ctx.settings.agent.llm_url) or embedded_llm_problem() is None
     except ImportError:
         return False
 
