@@ -141,14 +141,15 @@ class LoopEvidence:
 
 
 def loop_reasons(
-    words: list[str], avg_logprob: float, speech_samples: int, config: GuardConfig, evidence: LoopEvidence
+    words: list[str], avg_logprob: float, speech_samples: int, ratio: float, config: GuardConfig,
+    evidence: LoopEvidence,
 ) -> list[str]:
     """Why a repeated run looks like a looping decoder rather than a person repeating themselves (empty
-    when nothing but the repetition itself speaks against the text)."""
+    when nothing but the repetition itself speaks against the text); ``ratio``: the text's compression ratio."""
     reasons = []
     if evidence.hit_cap:
         reasons.append("token_cap")
-    if compression_ratio(" ".join(words)) > config.loop_compression_ratio:
+    if ratio > config.loop_compression_ratio:
         reasons.append("extreme_compression")
     speech_s = speech_samples / SAMPLE_RATE
     if len(words) > config.loop_words_per_s * speech_s + config.word_slack:
@@ -210,7 +211,7 @@ def assess(
     reasons = []
     words = text.split()
     spaced = language not in NO_SPACE_LANGUAGES
-    loop = loop_reasons(words, avg_logprob, speech_samples, config, evidence) if spaced else []
+    loop = loop_reasons(words, avg_logprob, speech_samples, ratio, config, evidence) if spaced else []
     if ratio > config.max_compression_ratio and (loop or not spaced):
         # Text that compresses well is repetitive; a person repeating a chorus compresses as well as a loop,
         # so (where words can be counted) it fails only beside a loop's marks.
