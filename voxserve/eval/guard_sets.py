@@ -156,11 +156,16 @@ def _music(seconds: float, rng: np.random.Generator) -> np.ndarray:
     return out
 
 
-def _decode(model: AsrModel, audio: np.ndarray, language: str | None) -> AsrResult:
+def _first_attempt(model: AsrModel, audio: np.ndarray, language: str | None,
+                   guard: GuardConfig) -> tuple[AsrResult, Verdict]:
+    """The pipeline's first attempt on one window (fitted below 20 s, the token cap, no word timings) and the
+    guard's verdict on it."""
     n = len(audio)
     options = DecodeOptions(language=language, word_timestamps=False, max_new_tokens=token_cap(n),
                             window="fit" if n < FIT_BELOW_S * SAMPLE_RATE else "full")
-    return model.transcribe_batch([AsrRequest(audio, options)])[0]
+    result = model.transcribe_batch([AsrRequest(audio, options)])[0]
+    evidence = LoopEvidence(hit_cap=len(result.tokens) >= token_cap(n))
+    return result, assess(result.text, result.avg_logprob, result.no_speech_prob, n, result.language, guard, evidence)
 
 
 def judge(model: AsrModel, cases: Sequence[GuardCase], guard: GuardConfig = _DEFAULT_GUARD,
@@ -168,15 +173,10 @@ def judge(model: AsrModel, cases: Sequence[GuardCase], guard: GuardConfig = _DEF
     """Decode every case as the pipeline's first attempt does and judge it."""
     outcomes = []
     for case in cases:
-        n = len(case.audio)
-        result = _decode(model, case.audio, language)
-        evidence = LoopEvidence(hit_cap=len(result.tokens) >= token_cap(n))
-        verdict = assess(result.text, result.avg_logprob, result.no_speech_prob, n, result.language, guard, evidence)
+        result, verdict = _first_attempt(model, case.audio, language, guard)
         expected = ""
         if case.clip is not None:  # the model's own text of the clip, or the reference where that loops
-            alone = _decode(model, case.clip, language)
-            ok = assess(alone.text, alone.avg_logprob, alone.no_speech_prob, len(case.clip), alone.language, guard,
-                        LoopEvidence(hit_cap=len(alone.tokens) >= token_cap(len(case.clip)))).passed
-            expected = " ".join([alone.text if ok else case.reference] * case.times)
+            alone, alone_verdict = _first_attempt(model, case.clip, language, guard)
+            expected = " ".join([alone.text if alone_verdict.passed else case.reference] * case.times)
         outcomes.append(GuardOutcome(case, result, verdict, expected))
     return outcomes
