@@ -76,6 +76,10 @@ def wav(audio: np.ndarray) -> bytes:
 LAYOUT = [((1.0, 1.5, 0.8)[k % 3], (2.0, 3.0, 1.5, 2.5)[k % 4]) for k in range(20)]
 
 
+# 60 bursts (up to 6.2 kHz, below Nyquist): about 210 s, seven or more chunks
+LONG_LAYOUT = LAYOUT * 3
+
+
 def loud_runs(audio: np.ndarray, frame: int = 160, level: float = 0.05) -> list[tuple[int, int]]:
     n = len(audio) // frame
     if n == 0:
@@ -315,6 +319,40 @@ def test_text_hook_streams_the_chunks_in_file_order() -> None:
         t = run(tr.run(wav(audio), on_text=texts.append))
     assert " ".join(texts) == t.text
     assert len(texts) == t.stats.chunks
+
+
+def test_streamed_text_starts_after_one_small_batch_not_after_the_file() -> None:
+    """With a text hook, the first chunks go alone (one per worker) and their text is out before the rest of
+    the file is decoded; the rest is then batched as usual. (OpenAI's stream=True sent nine deltas at the end
+    of a 3.9 min file: every chunk was in the same two batches.)"""
+    audio, bursts = synth(LONG_LAYOUT)
+    events: list[tuple[str, int]] = []
+
+    @dataclass
+    class Recording(BurstAsr):
+        def transcribe_batch(self, requests):  # type: ignore[no-untyped-def]
+            events.append(("batch", len(requests)))
+            return super().transcribe_batch(requests)
+
+    config = BatcherConfig(max_batch_size=8, max_wait_ms=2, offline_wait_ms=10, workers=2)
+    with transcriber(Recording(bursts=bursts, delay_s=0.05), config) as tr:
+        t = run(tr.run(wav(audio), on_text=lambda text: events.append(("text", len(text)))))
+    check_words(t, bursts)
+    batches = [n for kind, n in events if kind == "batch"]
+    assert t.stats.chunks >= 6 and batches[:2] == [1, 1], batches
+    first_text = next(i for i, (kind, _) in enumerate(events) if kind == "text")
+    third_batch = [i for i, (kind, _) in enumerate(events) if kind == "batch"][2]
+    assert first_text < third_batch, events
+    assert max(batches[2:]) > 1  # the rest is batched
+
+
+def test_without_a_text_hook_the_first_chunks_are_batched() -> None:
+    audio, bursts = synth(LONG_LAYOUT)
+    asr = BurstAsr(bursts=bursts, delay_s=0.05)
+    config = BatcherConfig(max_batch_size=8, max_wait_ms=2, offline_wait_ms=10, workers=2)
+    with transcriber(asr, config) as tr:
+        check_words(run(tr.run(wav(audio))), bursts)
+    assert len(asr.batches[0]) > 1, [len(b) for b in asr.batches]
 
 
 def test_files_transcribed_concurrently_share_batches() -> None:

@@ -41,6 +41,7 @@ ProgressHook = Callable[[float, float], None]
 TextHook = Callable[[str], None]
 """Called with each chunk's accepted text, in file order, as soon as every earlier chunk is done."""
 _QUEUE_CHUNKS = 32
+_STREAM_LEAD = 2  # chunks sent alone first when text is streamed (one per worker on 2 cores)
 _BLOCK_SAMPLES = 30 * SAMPLE_RATE
 _MIN_RECHUNK_SAMPLES = 2 * SAMPLE_RATE
 
@@ -212,8 +213,13 @@ class LongFileTranscriber:
         self, queue: asyncio.Queue[Any], options: LongAsrOptions, progress: _Progress
     ) -> tuple[list[_Outcome], int]:
         """Submit chunks in groups of about half the engine's capacity, so batches split evenly over workers
-        (a CPU decoder does far more per second at batch 4 than at batch 1)."""
+        (a CPU decoder does far more per second at batch 4 than at batch 1).
+
+        When text is streamed (``on_text``), the first chunks go alone, as soon as they are planned, so the
+        first text comes after one small batch rather than after the whole file's; the rest waits for them
+        and is then split evenly as usual (a worker free first would otherwise take it all)."""
         group = max(1, self.asr.capacity // 2)
+        lead = _STREAM_LEAD if progress.on_text is not None else 0
         tasks: list[asyncio.Task[_Outcome]] = []
         items: list[tuple[ChunkPlan, np.ndarray]] = []
         submitted = 0
@@ -230,11 +236,18 @@ class LongFileTranscriber:
                 if isinstance(item, BaseException):
                     raise item
                 if isinstance(item, int):
+                    if tasks[:lead]:
+                        await asyncio.wait(tasks[:lead])
                     submit_pending()
                     outcomes = await self._settle_language(list(await asyncio.gather(*tasks)), items, options)
                     progress.finish(item)
                     return outcomes, item
                 items.append(item)
+                if len(items) <= lead:
+                    submit_pending()
+                    continue
+                if not all(t.done() for t in tasks[:lead]):
+                    continue
                 left_s = progress.total_s - item[0].file_end / SAMPLE_RATE
                 few_left = 0 < left_s < group * options.chunking.max_chunk_s / 2  # wait: one even split of all
                 if len(items) - submitted >= group and not few_left:
