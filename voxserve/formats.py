@@ -90,6 +90,13 @@ def voxserve_block(t: Transcript) -> dict[str, Any]:
     }
 
 
+def to_logprobs(t: Transcript) -> list[dict[str, Any]]:
+    """OpenAI's ``logprobs``: each decoded token of the text, in order, with its log-probability and bytes
+    (empty for words the recogniser did not align, such as those of a chunk decoded without word timing)."""
+    return [{"token": lp.token, "logprob": lp.logprob, "bytes": list(lp.raw)}
+            for w in t.words for lp in w.logprobs]
+
+
 def to_verbose_json(t: Transcript, *, words: bool = True, segments: bool = True) -> dict[str, Any]:
     """OpenAI's verbose_json object for a transcript."""
     d: dict[str, Any] = {

@@ -80,14 +80,28 @@ class _SampleSpan:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One decoded token, its log-probability and its raw bytes (OpenAI's ``logprobs`` entries; a token may
+    hold part of a character, so ``token`` alone may not be valid text)."""
+
+    token: str
+    logprob: float
+    raw: bytes = b""
+
+
+@dataclass(frozen=True)
 class Word(_SampleSpan):
-    """A recognised word with its time span in samples and the model's confidence."""
+    """A recognised word with its time span in samples and the model's confidence.
+
+    ``logprobs``: its tokens' log-probabilities, filled where the recogniser aligned the text (word timing).
+    """
 
     text: str
     start: int
     end: int
     probability: float = 1.0
     speaker: str | None = None
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,18 @@ def test_job_lifecycle_and_formats(live: LiveServer, data_dir: Path) -> None:
     assert job["id"] in [j["id"] for j in listed]
 
 
+def test_a_job_keeps_its_chunking_strategy(live: LiveServer, corpus: Path) -> None:
+    """A job runs with the request's speech detection: whispering is silence at server_vad threshold 0.9."""
+    strict = '{"type": "server_vad", "threshold": 0.9, "silence_duration_ms": 300}'
+    jobs = [submit(live, corpus / "asr" / "mfa_whisper2.flac", language="en", **extra)
+            for extra in ({}, {"chunking_strategy": strict})]
+    texts = []
+    for job in jobs:
+        wait(live, job["id"])
+        texts.append(httpx.get(f"{live.url}/v1/jobs/{job['id']}/result", timeout=10).json()["text"])
+    assert len(texts[0].split()) >= 4 and texts[1] == "", texts
+
+
 def test_translate_job(live: LiveServer, data_dir: Path) -> None:
     job = submit(live, data_dir / "de__pv_test_de.wav", task="translate")
     wait(live, job["id"])

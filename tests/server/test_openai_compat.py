@@ -135,3 +135,27 @@ def test_chunking_strategy_sets_the_speech_detection(live: Any, corpus: Path) ->
     assert len(auto.json()["text"].split()) >= 4 and strict.json()["text"] == ""
     bad = post('{"type": "server_vad", "threshold": 3}')
     assert bad.status_code in (400, 422) and bad.json()["error"]["param"] == "chunking_strategy"
+
+
+def test_logprobs_are_the_texts_tokens(client: Any, data_dir: Path, live: Any) -> None:
+    """include=["logprobs"] gives OpenAI's entries: tokens whose bytes spell the text, each with a logprob."""
+    import httpx
+
+    with open(data_dir / "fw_jfk.flac", "rb") as f:
+        r = client.audio.transcriptions.create(model="gpt-4o-transcribe", file=f, include=["logprobs"])
+    assert r.logprobs and len(r.logprobs) >= 20
+    spelled = b"".join(bytes(int(b) for b in lp.bytes) for lp in r.logprobs).decode()
+    assert spelled.strip() == r.text.strip()
+    assert "".join(lp.token for lp in r.logprobs).strip() == r.text.strip()
+    values = [lp.logprob for lp in r.logprobs]
+    assert all(v <= 0 for v in values) and sum(values) / len(values) > -0.5  # a clear clip: a confident decoder
+    with open(data_dir / "fw_jfk.flac", "rb") as f:
+        events = list(client.audio.transcriptions.create(model="whisper-1", file=f, include=["logprobs"], stream=True))
+    assert events[-1].type == "transcript.text.done" and len(events[-1].logprobs) == len(r.logprobs)
+    with open(data_dir / "fw_jfk.flac", "rb") as f:
+        plain = httpx.post(live.url + "/v1/audio/transcriptions", files={"file": ("a.flac", f)}, timeout=120).json()
+    assert "logprobs" not in plain
+    with open(data_dir / "fw_jfk.flac", "rb") as f:
+        bad = httpx.post(live.url + "/v1/audio/transcriptions", files={"file": ("a.flac", f)},
+                         data={"include[]": "segments"}, timeout=60)
+    assert bad.status_code == 422 and bad.json()["error"]["param"] == "include"

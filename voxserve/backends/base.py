@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy.typing as npt
 
 from voxserve.errors import InvalidInput
-from voxserve.types import Float32Array, Task
+from voxserve.types import Float32Array, Task, TokenLogprob
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,7 @@ class TimedWord:
     end: int
     probability: float
     tokens: tuple[int, ...] = ()
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ def words_to_file_time(chunk: ChunkText, floor: int) -> list[Word]:
         start = max(chunk.plan.to_file(lo), floor, chunk.plan.file_start)
         end = min(max(chunk.plan.to_file(hi, is_end=True), start), limit)
         start = min(start, end)
-        out.append(Word(w.text, start, end, w.probability))
+        out.append(Word(w.text, start, end, w.probability, logprobs=w.logprobs))
         floor = end
     return out
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from starlette.datastructures import FormData, UploadFile
@@ -40,6 +40,7 @@ class TranscriptionForm:
     task: Task
     speakers: SpeakerFields | None = None
     vad: VadParams | None = None
+    logprobs: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,15 @@ def speaker_fields(form: FormData, required: bool = False) -> SpeakerFields | No
     return SpeakerFields(_count(form, "num_speakers"), _count(form, "min_speakers"), _count(form, "max_speakers"))
 
 
+def _logprobs_included(form: FormData) -> bool:
+    """OpenAI's ``include[]``: only ``logprobs`` exists (for json; voxserve also gives them in verbose_json)."""
+    values = [v for key in ("include[]", "include") for v in form.getlist(key)]
+    for v in values:
+        if v != "logprobs":
+            raise _invalid("include", "include may only hold 'logprobs'")
+    return bool(values)
+
+
 def _granularities(form: FormData) -> tuple[str, ...]:
     values = [v for key in ("timestamp_granularities[]", "timestamp_granularities") for v in form.getlist(key)]
     out = []
@@ -151,6 +161,7 @@ async def read_form(request: Request, task: Task, formats: tuple[str, ...] = RES
         task=task,
         speakers=speaker_fields(form),
         vad=chunking_strategy(_text(form, "chunking_strategy")),
+        logprobs=_logprobs_included(form),
     )
 
 
@@ -197,4 +208,5 @@ def job_params(form: TranscriptionForm) -> dict[str, Any]:
         "timestamp_granularities": list(form.granularities),
         "task": form.task,
         "speakers": None if form.speakers is None else form.speakers.__dict__,
+        "vad": None if form.vad is None else asdict(form.vad),
     }

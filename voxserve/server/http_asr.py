@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from voxserve.errors import InvalidInput
-from voxserve.formats import render, to_diarized_json, to_verbose_json
+from voxserve.formats import render, to_diarized_json, to_logprobs, to_verbose_json
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError, error_response
 from voxserve.server.forms import TranscriptionForm, read_form
@@ -46,7 +46,7 @@ async def _handle(request: Request, task: str) -> Response:
         if form.stream:
             return _stream(ctx, form, hold.pop_all())
         transcript = await _transcribe(ctx, form)
-        return respond(transcript, form.response_format, form.granularities)
+        return respond(transcript, form.response_format, form.granularities, logprobs=form.logprobs)
     except Exception as exc:  # noqa: BLE001 - mapped to the documented error
         ctx.metrics.errors.labels(type(exc).__name__).inc()
         return error_response(exc)
@@ -61,7 +61,7 @@ def options_for(ctx: ServerContext, form: TranscriptionForm, max_audio_s: float)
         task=form.task,
         prompt=form.prompt,
         temperature=form.temperature,
-        word_timestamps=form.speakers is not None or form.response_format in ("srt", "vtt", "verbose_json"),
+        word_timestamps=form.logprobs or form.speakers is not None or form.response_format in ("srt", "vtt", "verbose_json"),
         max_duration_s=max_audio_s,
         vad=form.vad,
     )
@@ -91,15 +91,17 @@ async def transcribe_source(
     return await ctx.vox.transcribe_with_speakers(source, options, diarize, model=form.model, progress=progress)
 
 
-def respond(t: Transcript, fmt: str, granularities: tuple[str, ...]) -> Response:
-    """The transcript in the requested OpenAI response format."""
+def respond(t: Transcript, fmt: str, granularities: tuple[str, ...], *, logprobs: bool = False) -> Response:
+    """The transcript in the requested OpenAI response format (``logprobs``: with each token's, as OpenAI's
+    ``include[]=logprobs`` gives them, in json and verbose_json)."""
+    extra = {"logprobs": to_logprobs(t)} if logprobs else {}
     if fmt in _TEXT_TYPES:
         return PlainTextResponse(render(t, fmt), media_type=_TEXT_TYPES[fmt])
     if fmt == "verbose_json":
         segments = not granularities or "segment" in granularities
-        return JSONResponse(to_verbose_json(t, words="word" in granularities, segments=segments))
+        return JSONResponse({**to_verbose_json(t, words="word" in granularities, segments=segments), **extra})
     if fmt == "json":
-        return JSONResponse({"text": t.text})
+        return JSONResponse({"text": t.text, **extra})
     if fmt == "diarized_json":
         return JSONResponse(to_diarized_json(t))
     raise InvalidInput(f"unknown response_format {fmt!r}", param="response_format")
@@ -134,7 +136,8 @@ async def _events(ctx: ServerContext, form: TranscriptionForm, hold: ExitStack) 
             else:
                 getter.cancel()
         transcript = task.result()
-        yield _sse({"type": "transcript.text.done", "text": transcript.text,
+        extra = {"logprobs": to_logprobs(transcript)} if form.logprobs else {}
+        yield _sse({"type": "transcript.text.done", "text": transcript.text, **extra,
                     "usage": {"type": "duration", "seconds": round(transcript.duration_s, 3)}})
     except Exception as exc:  # noqa: BLE001 - reported in-band: the status line is already sent
         err = error_response(exc)

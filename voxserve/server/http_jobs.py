@@ -135,6 +135,7 @@ async def run_job(ctx: ServerContext, job: Job, progress: Any) -> dict[str, Any]
     """The job runner's work: transcribe the stored upload and return verbose JSON."""
     from voxserve.formats import to_verbose_json
     from voxserve.server.forms import MODEL_ALIASES, SpeakerFields
+    from voxserve.streaming.vad import VadParams
 
     p = job.params
     model_name = p.get("model") or "whisper-1"
@@ -144,6 +145,7 @@ async def run_job(ctx: ServerContext, job: Job, progress: Any) -> dict[str, Any]
         prompt=p.get("prompt"), response_format="verbose_json", temperature=p.get("temperature", 0.0),
         granularities=("word", "segment"), stream=False, task=p.get("task", "transcribe"),
         speakers=SpeakerFields(**p["speakers"]) if p.get("speakers") else None,
+        vad=VadParams(**p["vad"]) if p.get("vad") else None,
     )
     transcript = await transcribe_source(ctx, form, job.input_path, ctx.settings.server.max_audio_s, progress=progress)
     ctx.metrics.on_transcript(transcript, model_name, "job")

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from voxserve.backends.base import TimedWord
+from voxserve.types import TokenLogprob
 
 SAMPLES_PER_FRAME = 320
 """Encoder frames are 20 ms (16 kHz samples per frame)."""
@@ -93,8 +94,43 @@ def words_from_alignment(
         start = int(starts[first]) * SAMPLES_PER_FRAME
         end = int(starts[min(spoken_end, len(starts) - 1)]) * SAMPLES_PER_FRAME
         p = float(np.mean(probs[first:last])) if last <= len(probs) and last > first else 0.0
-        out.append(TimedWord(text.strip(), min(start, n_samples), min(max(end, start), n_samples), p, tuple(word_tokens)))
+        logprobs = _logprobs(tokenizer, word_tokens, probs[first:last]) if last <= len(probs) else ()
+        out.append(TimedWord(text.strip(), min(start, n_samples), min(max(end, start), n_samples), p,
+                             tuple(word_tokens), logprobs))
     return tuple(_clip_long_words(out))
+
+
+def _logprobs(tokenizer: Any, tokens: Sequence[int], probs: np.ndarray) -> tuple[TokenLogprob, ...]:
+    """Each token's log-probability (from the aligner's forced decode: the decoder's own, token by token)."""
+    out = []
+    for token, p in zip(tokens, probs):
+        raw = token_bytes(tokenizer, token)
+        out.append(TokenLogprob(raw.decode("utf-8", errors="replace"), round(float(np.log(max(p, 1e-12))), 6), raw))
+    return tuple(out)
+
+
+def _byte_alphabet() -> dict[str, int]:
+    """Byte-level BPE's printable stand-in for each byte (as GPT-2 defined it), mapped back to the byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    table, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            table[chr(b)] = b
+        else:
+            table[chr(256 + extra)] = b
+            extra += 1
+    return table
+
+
+_BYTES = _byte_alphabet()
+
+
+def token_bytes(tokenizer: Any, token: int) -> bytes:
+    """The raw bytes a byte-level BPE token stands for."""
+    piece = tokenizer.id_to_token(token) or ""
+    if all(ch in _BYTES for ch in piece):
+        return bytes(_BYTES[ch] for ch in piece)
+    return tokenizer.decode([token]).encode()
 
 
 def _spoken_length(tokenizer: Any, word_tokens: Sequence[int]) -> int:
