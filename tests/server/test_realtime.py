@@ -94,6 +94,30 @@ def test_server_vad_protocol_order_and_quality(live: LiveServer, data_dir: Path)
         assert done["voxserve"]["latency_ms"] < 5000
 
 
+def test_logprobs_and_noise_reduction_settings(live: LiveServer, data_dir: Path) -> None:
+    """GA include ["item.input_audio_transcription.logprobs"]: the completed event carries the tokens of its
+    transcript; noise_reduction is accepted and reported (no denoiser is applied); a bad value is an error
+    event and the session goes on."""
+    s = open_session(live.url)
+    session = {**GA_UPDATE["session"], "include": ["item.input_audio_transcription.logprobs"]}
+    session["audio"] = {"input": {**session["audio"]["input"], "noise_reduction": {"type": "near_field"}}}
+    s.send({"type": "session.update", "session": session})
+    updated = s.wait_for("session.updated")[0]["session"]
+    assert updated["include"] == ["item.input_audio_transcription.logprobs"]
+    assert updated["audio"]["input"]["noise_reduction"] == {"type": "near_field"}
+    s.send({"type": "session.update", "event_id": "evt_bad", "session": {**session, "include": ["everything"]}})
+    err = s.wait_for("error")[0]["error"]
+    assert err["param"] == "session.include" and err["event_id"] == "evt_bad"
+    s.stream(pcm24(data_dir / "fw_jfk.flac"))
+    s.wait_for("input_audio_buffer.speech_stopped")
+    s.wait_for("conversation.item.input_audio_transcription.completed", len(s.of_type("input_audio_buffer.speech_stopped")))
+    s.ws.close()
+    assert score_wer((data_dir / "fw_jfk.txt").read_text(), " ".join(s.transcripts())).wer <= 0.1
+    for done in s.of_type("conversation.item.input_audio_transcription.completed"):
+        spelled = b"".join(bytes(lp["bytes"]) for lp in done["logprobs"]).decode()
+        assert spelled.strip() == done["transcript"].strip() and all(lp["logprob"] <= 0 for lp in done["logprobs"])
+
+
 def test_manual_commit_and_binary_frames_at_16k(live: LiveServer, data_dir: Path) -> None:
     s = open_session(live.url)
     s.send({"type": "transcription_session.update", "session": {

@@ -60,25 +60,30 @@ class SessionConfig:
     partial_events: bool = False
     partial_interval_ms: int = 600
     speakers: bool = False
+    logprobs: bool = False  # include: ["item.input_audio_transcription.logprobs"]
+    noise_reduction: str | None = None  # accepted and reported; no denoiser is applied (see docs/compatibility.md)
     shape: str = "ga"  # which protocol shape the client speaks: ga | beta
 
     def public(self, session_id: str) -> dict[str, Any]:
         """The session object as the server reports it, in the client's shape."""
         td = None if self.turn_detection is None else {"type": "server_vad", **self.turn_detection.__dict__}
         transcription = {"model": self.model, "language": self.language, "prompt": self.prompt or ""}
+        include = ["item.input_audio_transcription.logprobs"] if self.logprobs else []
+        noise = None if self.noise_reduction is None else {"type": self.noise_reduction}
         ext = {"partial_events": self.partial_events, "partial_interval_ms": self.partial_interval_ms,
                "speakers": self.speakers}
         if self.shape == "beta":
             fmt = {"ulaw": "g711_ulaw", "alaw": "g711_alaw"}.get(self.encoding, "pcm16")
             return {"id": session_id, "object": "realtime.transcription_session", "input_audio_format": fmt,
                     "input_sample_rate": self.sample_rate, "input_audio_transcription": transcription,
-                    "turn_detection": td, "voxserve": ext}
+                    "turn_detection": td, "input_audio_noise_reduction": noise, "include": include, "voxserve": ext}
         fmt_ga: dict[str, Any] = {"type": {"ulaw": "audio/pcmu", "alaw": "audio/pcma"}.get(self.encoding, "audio/pcm")}
         if self.encoding == "pcm16":
             fmt_ga["rate"] = self.sample_rate
         return {"id": session_id, "object": "realtime.transcription_session", "type": "transcription",
-                "audio": {"input": {"format": fmt_ga, "transcription": transcription, "turn_detection": td}},
-                "voxserve": ext}
+                "audio": {"input": {"format": fmt_ga, "transcription": transcription, "turn_detection": td,
+                                    "noise_reduction": noise}},
+                "include": include, "voxserve": ext}
 
 
 class ProtocolError(InvalidInput):
@@ -146,14 +151,19 @@ def _apply_beta(config: SessionConfig, s: dict[str, Any]) -> SessionConfig:
         config = _apply_transcription(config, s["input_audio_transcription"], "session.input_audio_transcription")
     if "turn_detection" in s:
         config = replace(config, turn_detection=_turn_detection(s["turn_detection"], "session.turn_detection"))
-    return config
+    if "input_audio_noise_reduction" in s:
+        config = replace(config, noise_reduction=_noise(s["input_audio_noise_reduction"], "session.input_audio_noise_reduction"))
+    return _apply_include(config, s)
 
 
 def _apply_ga(config: SessionConfig, s: dict[str, Any]) -> SessionConfig:
+    config = _apply_include(config, s)
     audio = s.get("audio") or {}
     inp = audio.get("input") if isinstance(audio, dict) else None
     if not isinstance(inp, dict):
         return config
+    if "noise_reduction" in inp:
+        config = replace(config, noise_reduction=_noise(inp["noise_reduction"], "session.audio.input.noise_reduction"))
     fmt = inp.get("format")
     if isinstance(fmt, dict):
         kind = fmt.get("type", "audio/pcm")
@@ -168,6 +178,29 @@ def _apply_ga(config: SessionConfig, s: dict[str, Any]) -> SessionConfig:
     if "turn_detection" in inp:
         config = replace(config, turn_detection=_turn_detection(inp["turn_detection"], "session.audio.input.turn_detection"))
     return config
+
+
+_INCLUDE = "item.input_audio_transcription.logprobs"
+
+
+def _apply_include(config: SessionConfig, s: dict[str, Any]) -> SessionConfig:
+    """``include``: only the transcription's logprobs can be asked for."""
+    if "include" not in s:
+        return config
+    include = s["include"] or []
+    if not isinstance(include, list) or any(v != _INCLUDE for v in include):
+        raise ProtocolError(f"include may only hold {_INCLUDE!r}", code="invalid_include", param="session.include")
+    return replace(config, logprobs=bool(include))
+
+
+def _noise(value: Any, where: str) -> str | None:
+    """OpenAI's noise reduction (``null`` or ``{"type": "near_field" | "far_field"}``): accepted and echoed."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or value.get("type") not in ("near_field", "far_field"):
+        raise ProtocolError("noise_reduction must be null or {type: near_field | far_field}",
+                            code="invalid_noise_reduction", param=where)
+    return str(value["type"])
 
 
 def _rate(value: Any, encoding: str, param: str) -> int:
@@ -268,7 +301,9 @@ def live_event(ev: LiveEvent, partial_events: bool) -> dict[str, Any] | None:
     if isinstance(ev, TranscriptDelta):
         return server_event(f"{prefix}.delta", item_id=ev.item_id, content_index=0, delta=ev.delta)
     if isinstance(ev, TranscriptCompleted):
-        return server_event(f"{prefix}.completed", item_id=ev.item_id, content_index=0, transcript=ev.text,
+        extra = {"logprobs": [{"token": lp.token, "logprob": lp.logprob, "bytes": list(lp.raw)}
+                              for lp in ev.logprobs]} if ev.logprobs else {}
+        return server_event(f"{prefix}.completed", item_id=ev.item_id, content_index=0, transcript=ev.text, **extra,
                             usage={"type": "duration", "seconds": round(samples_to_s(ev.end - ev.start), 3)},
                             voxserve={"latency_ms": round(ev.latency_s * 1000, 1),
                                       **({"speaker": ev.speaker} if ev.speaker else {})})

@@ -209,6 +209,7 @@ class TranscriptionSession(RealtimeSession):
             speakers=c.speakers,
             speaker_similarity=live.speaker_similarity,
             guard=self.ctx.vox.guard_config(),
+            logprobs=c.logprobs,
         )
         embedder = self.ctx.vox.live_speaker_embedder() if c.speakers else None
         transcriber = LiveTranscriber(service, load_vad, self.ctx.vox.executor, embedder)

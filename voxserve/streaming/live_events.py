@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from voxserve.types import samples_to_s
+from voxserve.types import TokenLogprob, samples_to_s
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,8 @@ class TranscriptDelta:
 @dataclass(frozen=True)
 class TranscriptCompleted:
     """The final text of an utterance; ``latency_s`` runs from the end of speech (or commit) to now;
-    ``speaker`` is set when the stream labels speakers (see :mod:`live_speakers`)."""
+    ``speaker`` is set when the stream labels speakers (see :mod:`live_speakers`); ``logprobs``: the text's
+    tokens when the stream asked for them (``LiveOptions.logprobs``)."""
 
     item_id: str
     text: str
@@ -79,6 +80,7 @@ class TranscriptCompleted:
     end: int
     latency_s: float
     speaker: str | None = None
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True)
