@@ -251,6 +251,9 @@ def test_beta_null_turn_detection() -> None:
 # ------------------------------------------------------------------------------------ update errors
 
 GA_ERRORS = [
+    (ga(noise_reduction={"type": "studio"}), "invalid_noise_reduction", "session.audio.input.noise_reduction"),
+    ({"type": "session.update", "session": {"type": "transcription", "include": ["x"]}}, "invalid_include",
+     "session.include"),
     (ga(format={"type": "audio/mp3"}), "invalid_format", "session.audio.input.format"),
     (ga(format={"type": ["audio/pcm"]}), "invalid_format", "session.audio.input.format"),
     (ga(format={"type": "audio/pcm", "rate": 44100}), "invalid_rate", "session.audio.input.format.rate"),
@@ -334,7 +337,9 @@ def test_public_ga_shape() -> None:
             "transcription": {"model": "whisper-1", "language": "en", "prompt": ""},
             "turn_detection": {"type": "server_vad", "threshold": 0.4, "prefix_padding_ms": 100,
                                "silence_duration_ms": 800},
+            "noise_reduction": None,
         }},
+        "include": [],
         "voxserve": {"partial_events": False, "partial_interval_ms": 600, "speakers": False},
     }
     assert SessionConfig(encoding="alaw", sample_rate=8000).public("s")["audio"]["input"]["format"] == {
@@ -349,7 +354,7 @@ def test_public_beta_shape() -> None:
         "id": "sess_2", "object": "realtime.transcription_session", "input_audio_format": "g711_ulaw",
         "input_sample_rate": 8000,
         "input_audio_transcription": {"model": "whisper-1", "language": None, "prompt": "hi"},
-        "turn_detection": None,
+        "turn_detection": None, "input_audio_noise_reduction": None, "include": [],
         "voxserve": {"partial_events": True, "partial_interval_ms": 600, "speakers": False},
     }
 
