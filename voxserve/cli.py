@@ -123,10 +123,8 @@ async def _transcribe_all(vox: Voxserve, args: argparse.Namespace) -> tuple[list
     async def one(i: int, path: str) -> Transcript | VoxserveError:
         async with gate:
             try:
-                if diarize is not None:
-                    return await vox.transcribe_with_speakers(path, options, diarize, model=args.model,
-                                                              embedder=args.embedder, progress=bar.hook(i))
-                return await vox.transcribe_file(path, options, model=args.model, progress=bar.hook(i))
+                return await vox.atranscribe(path, options, speakers=diarize, model=args.model,
+                                             embedder=args.embedder, progress=bar.hook(i))
             except VoxserveError as exc:
                 return exc
 

@@ -1,6 +1,6 @@
 """``voxserve diarize PATH...`` and the speaker options of ``voxserve transcribe --diarize``.
 
-Transport only: parse arguments, call :meth:`Voxserve.diarize_file`, print RTTM or JSON. The speed summary
+Transport only: parse arguments, call :meth:`Voxserve.adiarize`, print RTTM or JSON. The speed summary
 goes to stderr so that stdout carries only the result.
 """
 
@@ -68,7 +68,7 @@ async def _diarize_all(vox: Voxserve, args: argparse.Namespace) -> list[Diarizat
     async def one(path: str) -> Diarization | VoxserveError:
         async with gate:
             try:
-                return await vox.diarize_file(path, options, embedder=args.embedder)
+                return await vox.adiarize(path, options, embedder=args.embedder)
             except VoxserveError as exc:
                 return exc
 

@@ -1,37 +1,61 @@
-"""The composition root: settings -> engine (models, batchers, executor) -> pipelines.
+"""The front door and composition root: settings -> engine (models, batchers, executor) -> pipelines.
 
-The CLI and the server both build one :class:`Voxserve` and call its pipelines; nothing below this module
-knows about either of them.
+:class:`Voxserve` is the one way in, for library users, the CLI, the server and the benchmarks alike: one
+method per job, each in a synchronous form and an ``a``-prefixed async twin::
+
+    from voxserve import Voxserve
+
+    with Voxserve() as vox:                      # the embedded default models, settings from VOXSERVE_*
+        print(vox.transcribe("talk.mp3").text)
+        turns = vox.diarize("meeting.wav").turns
+        vox.speak("Hello there.").audio          # float32 samples at .sample_rate
+
+Nothing below this module knows about the CLI or the server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Coroutine
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from voxserve.backends.base import DecodeOptions
 from voxserve.backends.registry import load_vad
-from voxserve.config import Settings
+from voxserve.config import Settings, load_settings
 from voxserve.engine.batcher import BatchObserver
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import ModelPool, Recognizer
 from voxserve.pipelines.chunking import ChunkParams
 from voxserve.pipelines.guard import GuardConfig
 from voxserve.pipelines.long_asr import LongAsrOptions, LongFileTranscriber, ProgressHook, TextHook
-from voxserve.streaming.tts_service import TtsService, build_tts_service
+from voxserve.streaming.live_asr import LiveOptions, LiveStream, LiveTranscriber
+from voxserve.streaming.tts import SpeakOptions, TtsStream
+from voxserve.streaming.tts_service import DEFAULT_OPTIONS, SynthesisResult, TtsService, build_tts_service
 from voxserve.streaming.vad import VadParams
 from voxserve.types import Diarization, Priority, Task, Transcript
 
 if TYPE_CHECKING:
     from voxserve.distributed.cluster import ReplicaPool
+    from voxserve.pipelines.diarization import DiarizeOptions
+
+T = TypeVar("T")
 
 
 class Voxserve:
-    """One engine shared by every request of the process."""
+    """One engine shared by every job of the process: the library's front door.
 
-    def __init__(self, settings: Settings, observer: BatchObserver | None = None) -> None:
+    ``Voxserve(settings=None)`` uses the defaults (and ``VOXSERVE_*`` environment variables); models load on
+    first use. Use it as a context manager (``with`` or ``async with``) or call :meth:`close`. Each job has a
+    synchronous method and an async twin (``transcribe`` / ``atranscribe``, ...); the synchronous ones run
+    their own event loop and refuse to run inside one. Streams (:meth:`live`, :meth:`speak_stream`) are
+    opened inside a running event loop.
+    """
+
+    def __init__(self, settings: Settings | None = None, observer: BatchObserver | None = None) -> None:
+        settings = settings if settings is not None else load_settings()
         self.settings = settings
         self.pool: ModelPool | ReplicaPool = _asr_pool(settings, observer)
         self.executor = BlockingExecutor(max_workers=max(4, settings.asr.workers * 2))
@@ -40,6 +64,30 @@ class Voxserve:
         self._speakers: Any = None  # SpeakerModelPool, built on first use by speakers()
         self._agent: Any = None  # voxserve.agent.cascade.Agent, built on first use by agent()
         self._agent_lock = threading.Lock()
+
+    def __enter__(self) -> Voxserve:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Voxserve:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.close)
+
+    @staticmethod
+    def _sync(coro: Coroutine[Any, Any, T]) -> T:
+        """Run a job's coroutine to its end in a loop of its own (the synchronous twins)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(coro)
+        coro.close()
+        raise RuntimeError("a synchronous Voxserve method was called inside a running event loop: "
+                           "await its a-prefixed twin (e.g. await vox.atranscribe(...))")
 
     def asr(self, model: str | None = None) -> Recognizer:
         """The shared service of a model (loaded on first use): in this process, or its replicas on Ray."""
@@ -90,19 +138,83 @@ class Voxserve:
             fit_below_s=c.fit_below_s,
         )
 
-    async def transcribe_file(
+    async def atranscribe(
         self,
         source: Any,
-        options: LongAsrOptions,
+        options: LongAsrOptions | None = None,
         *,
+        speakers: DiarizeOptions | bool | None = None,
         model: str | None = None,
+        embedder: str | None = None,
         progress: ProgressHook | None = None,
         on_text: TextHook | None = None,
         priority: Priority = Priority.OFFLINE,
+        **overrides: Any,
     ) -> Transcript:
-        """Transcribe a file of any length (``on_text`` receives each chunk's text in order, for streaming)."""
+        """Transcribe a file of any length: a path, bytes or a binary file object, any common container.
+
+        Args:
+            options: the pipeline's options; None = :meth:`long_options` with ``overrides`` (``language``,
+                ``task``, ``prompt``, ``word_timestamps``, ``vad``, ...).
+            speakers: diarize at the same time (True, or :meth:`diarize_options`): every word and segment
+                gets a speaker, segments split at speaker changes, ``Transcript.diarization`` holds the turns.
+            model: a registered model name or a model directory (default: ``asr.model``).
+            embedder: the speaker embedder when ``speakers`` is set (default: ``diarization.embedder``).
+            progress: called with (seconds done, seconds in all) as chunks finish.
+            on_text: receives each chunk's text in file order as soon as it is final (streaming).
+
+        Raises:
+            InvalidInput: bad, empty or too long audio, or bad options.
+            ModelUnavailable: an unknown model, or ``speakers`` without the ``[diarize]`` extra.
+        """
+        if options is None:
+            options = self.long_options(**overrides)
+        elif overrides:
+            raise TypeError("give either options or keyword overrides, not both")
+        if speakers:
+            diarize = None if speakers is True else speakers
+            return await self._with_speakers(source, options, diarize, model=model, embedder=embedder,
+                                             progress=progress, priority=priority)
         transcriber = LongFileTranscriber(self.asr(model), self.executor, load_vad, priority)
         return await transcriber.run(source, options, progress, on_text)
+
+    def transcribe(self, source: Any, options: LongAsrOptions | None = None, **kwargs: Any) -> Transcript:
+        """Synchronous :meth:`atranscribe`."""
+        return self._sync(self.atranscribe(source, options, **kwargs))
+
+    # ------------------------------------------------------------------------------ live transcription
+
+    def live_options(self, **overrides: Any) -> LiveOptions:
+        """Options of a live stream, completed from the process settings (``live.*`` and the guard);
+        ``overrides`` set any :class:`LiveOptions` field (``vad``, ``decode``, ``speakers``, ...)."""
+        live = self.settings.live
+        base = LiveOptions()
+        options = replace(
+            base,
+            vad=replace(base.vad, min_speech_ms=live.min_speech_ms) if base.vad is not None else None,
+            decode=replace(base.decode, fit_step_s=live.fit_step_s),
+            partial_interval_ms=live.partial_interval_ms,
+            speaker_similarity=live.speaker_similarity,
+            guard=self.guard_config(),
+        )
+        return replace(options, **overrides)
+
+    def live(self, options: LiveOptions | None = None, *, model: str | None = None,
+             stream_id: str | None = None) -> LiveStream:
+        """A live transcription stream (open it inside a running event loop): ``push(samples)`` 16 kHz mono
+        float32 audio, ``end_input()``, and iterate its events (speech started/stopped, partials, deltas,
+        completed transcripts). Streams share the recogniser's batches with every other job.
+
+        Raises:
+            InvalidInput: bad options. ModelUnavailable: an unknown model, or speaker labels without
+            the ``[diarize]`` extra.
+        """
+        options = options if options is not None else self.live_options()
+        embedder = self.live_speaker_embedder() if options.speakers else None
+        transcriber = LiveTranscriber(self.asr(model), load_vad, self.executor, embedder)
+        return transcriber.stream(options, stream_id=stream_id)
+
+    # ------------------------------------------------------------------------------ speech synthesis
 
     def tts(self) -> TtsService:
         """The shared speech synthesis service (voices load on first use). Its ``observer`` attribute receives
@@ -110,6 +222,24 @@ class Voxserve:
         if self._tts is None:
             self._tts = build_tts_service(self.settings.tts, batch_observer=self._batch_observer)
         return self._tts
+
+    async def aspeak(self, text: str, voice: str | None = None, options: SpeakOptions = DEFAULT_OPTIONS) -> SynthesisResult:
+        """Speak a whole text (any length) and return all its audio (float32 at ``.sample_rate``).
+
+        Raises:
+            InvalidInput: empty or too long text, unknown voice, bad options.
+            ModelUnavailable: the ``[tts]`` extra is not installed.
+        """
+        return await self.tts().synthesize(text, voice, options)
+
+    def speak(self, text: str, voice: str | None = None, options: SpeakOptions = DEFAULT_OPTIONS) -> SynthesisResult:
+        """Synchronous :meth:`aspeak`."""
+        return self._sync(self.aspeak(text, voice, options))
+
+    def speak_stream(self, voice: str | None = None, options: SpeakOptions = DEFAULT_OPTIONS) -> TtsStream:
+        """A synthesis stream (open it inside a running event loop): ``push_text`` as text arrives (e.g. from
+        an LLM), ``end_input()``, and iterate audio chunks as they are ready (``async with`` closes it)."""
+        return self.tts().stream(voice, options)
 
     # ------------------------------------------------------------------------------ diarization
 
@@ -158,7 +288,7 @@ class Voxserve:
         min_speakers: int | None = None,
         max_speakers: int | None = None,
         max_duration_s: float | None = None,
-    ) -> Any:
+    ) -> DiarizeOptions:
         """Per-request diarization options (:class:`~voxserve.pipelines.diarization.DiarizeOptions`)."""
         from voxserve.pipelines.diarization import DiarizeOptions
         from voxserve.pipelines.speaker_clustering import SpeakerCount
@@ -167,17 +297,19 @@ class Voxserve:
         options.validate()
         return options
 
-    async def diarize_file(
+    async def adiarize(
         self,
         source: Any,
-        options: Any = None,
+        options: DiarizeOptions | None = None,
         *,
         embedder: str | None = None,
         progress: ProgressHook | None = None,
         priority: Priority = Priority.OFFLINE,
+        **count: int | None,
     ) -> Diarization:
         """Who spoke when in a file of any length: speaker turns (overlap kept), labels ``A``, ``B``, ...
-        and per-stage wall times. ``options`` come from :meth:`diarize_options` (default: automatic count).
+        and per-stage wall times. ``options`` come from :meth:`diarize_options`; or give its keywords
+        (``num_speakers``, ``min_speakers``, ``max_speakers``); default: an automatic count.
 
         Raises:
             ModelUnavailable: the ``[diarize]`` extra is not installed, or ``embedder`` is unknown.
@@ -195,30 +327,36 @@ class Voxserve:
         if d.threshold is not None:
             params = replace(params, clustering=replace(params.clustering, threshold=d.threshold))
         diarizer = Diarizer(segmentation, embedding, self.executor, params, priority)
-        return await diarizer.run(source, options or self.diarize_options(), progress)
+        if options is None:
+            options = self.diarize_options(**count)
+        elif count:
+            raise TypeError("give either options or speaker-count keywords, not both")
+        return await diarizer.run(source, options, progress)
 
-    async def transcribe_with_speakers(
+    def diarize(self, source: Any, options: DiarizeOptions | None = None, **kwargs: Any) -> Diarization:
+        """Synchronous :meth:`adiarize`."""
+        return self._sync(self.adiarize(source, options, **kwargs))
+
+    async def _with_speakers(
         self,
         source: Any,
         options: LongAsrOptions,
-        diarize: Any = None,
+        diarize: DiarizeOptions | None,
         *,
-        model: str | None = None,
-        embedder: str | None = None,
-        progress: ProgressHook | None = None,
-        priority: Priority = Priority.OFFLINE,
+        model: str | None,
+        embedder: str | None,
+        progress: ProgressHook | None,
+        priority: Priority,
     ) -> Transcript:
-        """Transcribe and diarize a file at the same time; every word and segment gets a speaker, segments
-        are split at speaker changes and ``Transcript.diarization`` holds the turns. Word timestamps in
-        ``options`` give word-level speakers; without them each segment gets the speaker who overlaps it most.
-        """
+        """Transcription and diarization of one file side by side, then speakers given to words (word
+        timestamps give word-level speakers; without them a segment gets the speaker overlapping it most)."""
         from voxserve.pipelines.speaker_words import assign_speakers
 
         if hasattr(source, "read"):  # both pipelines read the source: keep one copy of a stream's bytes
             source = await self.executor.run(source.read)
         transcript, diarization = await asyncio.gather(
-            self.transcribe_file(source, options, model=model, progress=progress, priority=priority),
-            self.diarize_file(source, diarize, embedder=embedder, priority=priority),
+            self.atranscribe(source, options, model=model, progress=progress, priority=priority),
+            self.adiarize(source, diarize, embedder=embedder, priority=priority),
         )
         return assign_speakers(transcript, diarization)
 

@@ -50,7 +50,7 @@ def ray_vox() -> Iterator[Voxserve]:
 
 
 def transcribe(engine: Any, source: Any, progress: Any = None) -> Transcript:
-    return asyncio.run(engine.transcribe_file(source, engine.long_options(), progress=progress))
+    return asyncio.run(engine.atranscribe(source, engine.long_options(), progress=progress))
 
 
 def killed_midway(source: Any) -> tuple[Transcript, Any]:

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 def transcribe(vox: Voxserve, source: object, **kw: object) -> Transcript:
     model = kw.pop("model", None)
-    return asyncio.run(vox.transcribe_file(source, vox.long_options(**kw), model=model))  # type: ignore[arg-type]
+    return asyncio.run(vox.atranscribe(source, vox.long_options(**kw), model=model))  # type: ignore[arg-type]
 
 
 def test_jfk_with_word_times(vox: Voxserve, data_dir: Path) -> None:
@@ -118,7 +118,7 @@ def test_files_at_once_share_batches(data_dir: Path) -> None:
 
         async def all_files() -> list[Transcript]:
             opts = engine.long_options(word_timestamps=False)
-            return list(await asyncio.gather(*(engine.transcribe_file(f, opts) for f in files)))
+            return list(await asyncio.gather(*(engine.atranscribe(f, opts) for f in files)))
 
         results = asyncio.run(all_files())
     finally:

@@ -25,7 +25,7 @@ SR = 16_000
 
 def test_shipped_ami_clip(vox: Voxserve, data_dir: Path) -> None:
     audio = data_dir / "ami_dev00.flac"
-    d = asyncio.run(vox.diarize_file(audio))
+    d = asyncio.run(vox.adiarize(audio))
     reference = read_rttm(audio.with_suffix(".rttm"))["ami_dev00"]
     der0, der25 = (score_der(reference, d.turns, 30.0, c).der for c in (0.0, 0.25))
     # Measured 32.0 % / 25.9 % (resemblyzer): the segmentation model hears the two men as one local speaker
@@ -65,7 +65,7 @@ def two_speakers(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> tu
 
 def test_diarized_transcript_puts_the_right_speaker_on_words(vox: Voxserve, two_speakers: tuple[Path, float, float]) -> None:
     path, start, end = two_speakers
-    t = asyncio.run(vox.transcribe_with_speakers(path, vox.long_options()))
+    t = asyncio.run(vox.atranscribe(path, vox.long_options(), speakers=True))
     assert t.diarization is not None and len(t.diarization.speakers) == 2
     reader = [w for w in t.words if start <= (w.start_s + w.end_s) / 2 <= end]
     president = [w for w in t.words if w not in reader]

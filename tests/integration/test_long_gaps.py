@@ -62,7 +62,7 @@ def alone(vox: Voxserve, corpus: Path) -> dict[str, float]:
     out = {}
     for name in CLIPS:
         path = corpus / "asr" / name
-        t = asyncio.run(vox.transcribe_file(path, vox.long_options()))
+        t = asyncio.run(vox.atranscribe(path, vox.long_options()))
         out[name] = wer(path.with_suffix(".txt").read_text(), t.text)
     return out
 
@@ -73,7 +73,7 @@ def test_every_clip_heard_and_every_word_inside_its_clip(
 ) -> None:
     path = tmp_path / f"gaps{seed}.flac"
     placed = build(corpus, seed, path)
-    t = asyncio.run(vox.transcribe_file(path, vox.long_options()))
+    t = asyncio.run(vox.atranscribe(path, vox.long_options()))
     slack = 0.4  # VAD padding around speech, in seconds
     for w in t.words:
         home = [p for p in placed if p.start_s - slack <= w.start_s and w.end_s <= p.end_s + slack]

@@ -144,7 +144,7 @@ def round_trip_wer(vox: Voxserve, tts: TtsService, voice: str | None = None) -> 
     async def transcribe() -> list[Any]:
         options = vox.long_options(language="en", word_timestamps=False)
         wavs = [encode_audio(r.audio, r.sample_rate, "wav") for r in results]
-        return list(await asyncio.gather(*(vox.transcribe_file(w, options) for w in wavs)))
+        return list(await asyncio.gather(*(vox.atranscribe(w, options) for w in wavs)))
 
     transcripts = [t.text for t in asyncio.run(transcribe())]
     return pooled(score_wer(ref, t) for ref, t in zip(SENTENCES, transcripts, strict=True)).wer, transcripts

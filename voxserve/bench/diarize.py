@@ -42,20 +42,20 @@ class DiarizeBench:
     async def _transcribe(self) -> float:
         options = self.vox.long_options(word_timestamps=True)
         started = time.perf_counter()
-        await asyncio.gather(*(self.vox.transcribe_file(f, options, model=self.config.model) for f in self.config.files))
+        await asyncio.gather(*(self.vox.atranscribe(f, options, model=self.config.model) for f in self.config.files))
         return time.perf_counter() - started
 
     async def _diarize(self) -> tuple[float, list[Diarization]]:
         started = time.perf_counter()
-        results = await asyncio.gather(*(self.vox.diarize_file(f, embedder=self.config.embedder) for f in self.config.files))
+        results = await asyncio.gather(*(self.vox.adiarize(f, embedder=self.config.embedder) for f in self.config.files))
         return time.perf_counter() - started, list(results)
 
     def run(self) -> dict[str, Any]:
         """Warm up, then time both pipelines ``repeats`` times; return the report."""
         one = self.config.files[:1]
         self.log("warming up the models")
-        asyncio.run(self.vox.transcribe_file(one[0], self.vox.long_options(), model=self.config.model))
-        asyncio.run(self.vox.diarize_file(one[0], embedder=self.config.embedder))
+        asyncio.run(self.vox.atranscribe(one[0], self.vox.long_options(), model=self.config.model))
+        asyncio.run(self.vox.adiarize(one[0], embedder=self.config.embedder))
         loads_before = machine()
         asr_walls: list[float] = []
         diar_walls: list[float] = []

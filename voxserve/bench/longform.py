@@ -94,7 +94,7 @@ class LongformBench:
         options = self.vox.long_options(language=c.language, word_timestamps=c.word_timestamps)
 
         def voxserve(path: Path) -> str:
-            return asyncio.run(self.vox.transcribe_file(path, options, model=c.model)).text
+            return asyncio.run(self.vox.atranscribe(path, options, model=c.model)).text
 
         systems: dict[str, Callable[[Path], str]] = {"faster-whisper sequential": fw_sequential}
         for bs in c.batch_sizes:

@@ -85,7 +85,7 @@ def _timed_runs(
         for name, engine in engines.items():
             load_before = os.getloadavg()[0]
             started = time.perf_counter()
-            transcript = asyncio.run(engine.transcribe_file(config.file, engine.long_options()))
+            transcript = asyncio.run(engine.atranscribe(config.file, engine.long_options()))
             wall = time.perf_counter() - started
             run = {"wall_s": wall, "rtfx": audio_s / wall, "load_before": load_before,
                    "load_after": os.getloadavg()[0], "text": transcript.text, "chunks": transcript.stats.chunks}

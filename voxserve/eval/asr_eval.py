@@ -75,7 +75,7 @@ async def evaluate_asr(
 
     async def one(item: CorpusItem) -> FileScore:
         options = vox.long_options(language=item.language if language_hint else None, word_timestamps=False)
-        transcript = await vox.transcribe_file(item.audio, options, model=model)
+        transcript = await vox.atranscribe(item.audio, options, model=model)
         result = score_item(item, transcript.text, transcript.language, transcript.duration_s)
         if on_file is not None:
             on_file(result)

@@ -93,7 +93,7 @@ async def evaluate_diarization(
         count = None
         if oracle_count:
             count = len({t.speaker for turns in read_rttm(item.reference).values() for t in turns})
-        result = await vox.diarize_file(item.audio, vox.diarize_options(num_speakers=count), embedder=embedder)
+        result = await vox.adiarize(item.audio, vox.diarize_options(num_speakers=count), embedder=embedder)
         scored = score_file(item, result)
         if on_file is not None:
             on_file(scored)

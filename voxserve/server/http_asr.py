@@ -84,11 +84,11 @@ async def transcribe_source(
     """Transcribe (with speakers when the form asks for them) a file path or file object."""
     options = options_for(ctx, form, max_audio_s)
     if form.speakers is None:
-        return await ctx.vox.transcribe_file(source, options, model=form.model, on_text=on_text, progress=progress)
+        return await ctx.vox.atranscribe(source, options, model=form.model, on_text=on_text, progress=progress)
     sp = form.speakers
     diarize = ctx.vox.diarize_options(num_speakers=sp.num_speakers, min_speakers=sp.min_speakers,
                                       max_speakers=sp.max_speakers, max_duration_s=max_audio_s)
-    return await ctx.vox.transcribe_with_speakers(source, options, diarize, model=form.model, progress=progress)
+    return await ctx.vox.atranscribe(source, options, speakers=diarize, model=form.model, progress=progress)
 
 
 def respond(t: Transcript, fmt: str, granularities: tuple[str, ...], *, logprobs: bool = False) -> Response:

@@ -36,7 +36,7 @@ async def diarization(request: Request) -> Response:
                                               max_speakers=sp.max_speakers,
                                               max_duration_s=ctx.settings.server.max_sync_audio_s)
             try:
-                result = await ctx.vox.diarize_file(upload.file, options)
+                result = await ctx.vox.adiarize(upload.file, options)
             finally:
                 await upload.close()
         ctx.metrics.audio_seconds.labels("diarization", "diarize").inc(result.duration_s)

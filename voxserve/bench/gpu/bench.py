@@ -143,9 +143,9 @@ def pipeline_rtfx(model_dir: Path, args: argparse.Namespace, batch: int, audio: 
         fix_decode_length(service.model, args.decode_tokens)
         options = vox.long_options(language="en", word_timestamps=args.words)
         options = replace(options, decode=replace(options.decode, max_new_tokens=args.decode_tokens))
-        asyncio.run(vox.transcribe_file(encode_audio(audio[: 120 * SAMPLE_RATE], SAMPLE_RATE, "flac"), options))
+        asyncio.run(vox.atranscribe(encode_audio(audio[: 120 * SAMPLE_RATE], SAMPLE_RATE, "flac"), options))
         started = time.perf_counter()
-        transcript = asyncio.run(vox.transcribe_file(flac, options))
+        transcript = asyncio.run(vox.atranscribe(flac, options))
         wall = time.perf_counter() - started
     finally:
         vox.close()
