@@ -431,30 +431,42 @@ class LiveStream:
         embedding = await embed(audio)
         return self._speakers.assign(embedding, reliable=len(audio) >= self.options.speaker_min_s * SAMPLE_RATE)
 
+    async def _decode(self, audio: np.ndarray, context: str, window: tuple[str, float] | None) -> tuple[AsrResult, Verdict]:
+        """One final decode of an utterance and the guard's verdict on it."""
+        request = self._request(audio, context, window)
+        if self.options.logprobs:  # token probabilities come from the aligner
+            request = AsrRequest(request.audio, replace(request.options, word_timestamps=True))
+        result = await self._asr.transcribe(request, self.options.priority)
+        cap = request.options.max_new_tokens
+        evidence = LoopEvidence(hit_cap=cap is not None and len(result.tokens) >= cap)
+        verdict = assess(result.text, result.avg_logprob, result.no_speech_prob, len(audio), result.language,
+                         self.options.guard, evidence)
+        return result, verdict
+
     async def _final_text(self, audio: np.ndarray, context: str) -> tuple[str, bool, tuple[TokenLogprob, ...]]:
         """The utterance's text, whether it passed the guard (only such text conditions the next one), and its
         tokens' log-probabilities (when the stream asked for them).
 
         With previous text as the prompt, Whisper sometimes copies the prompt instead of hearing the audio
         ("8. The press yard" -> "8. The narrative ..."): a result that repeats the prompt is decoded again
-        without it, and so is one that fails the guard."""
-        asr = self._asr
+        without it, and so is one that fails the guard. A passing result that says a phrase twice in a row
+        gets a second opinion in the next, longer window: a short utterance in a fitted window padded with
+        silence came back "And so my fellow Americans. And so my fellow Americans."; a person who really said
+        it twice is heard saying it twice in both windows, and then the first result stands."""
         best: tuple[AsrResult, Verdict] | None = None
         contexts = (context, "") if context else ("",)
-        for window in (None, *self.options.retry_windows):
+        windows = (None, *self.options.retry_windows)
+        for w, window in enumerate(windows):
             for ctx in contexts:
-                request = self._request(audio, ctx, window)
-                if self.options.logprobs:  # token probabilities come from the aligner
-                    request = AsrRequest(request.audio, replace(request.options, word_timestamps=True))
-                result = await asr.transcribe(request, self.options.priority)
-                cap = request.options.max_new_tokens
-                evidence = LoopEvidence(hit_cap=cap is not None and len(result.tokens) >= cap)
-                verdict = assess(result.text, result.avg_logprob, result.no_speech_prob, len(audio), result.language,
-                                 self.options.guard, evidence)
+                result, verdict = await self._decode(audio, ctx, window)
                 if verdict.silence:
                     return "", False, ()
                 copied = bool(ctx) and copies_prompt(result.text, ctx)
                 if verdict.passed and not copied:
+                    if w + 1 < len(windows) and is_repetitive(result.text.split(), self.options.guard):
+                        second, second_verdict = await self._decode(audio, ctx, windows[w + 1])
+                        if second_verdict.passed and not is_repetitive(second.text.split(), self.options.guard):
+                            result = second
                     return result.text, True, _logprobs(result)
                 if not copied and (best is None or len(verdict.reasons) < len(best[1].reasons)):
                     best = (result, verdict)
