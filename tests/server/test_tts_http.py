@@ -92,7 +92,9 @@ def test_round_trip_through_voxserve_asr(client: Any) -> None:
 
     wav = client.audio.speech.create(model="tts-1", voice="joe", input=TEXT, response_format="wav").content
     text = client.audio.transcriptions.create(model="whisper-1", file=("speech.wav", wav)).text
-    assert score_wer(TEXT, text).wer <= 0.2, text
+    # Piper draws durations and prosody with noise: 30 syntheses (default voice and joe) heard back by
+    # whisper-base gave WER 0.19 (25 times: "can use lid", "blue the sheet"), 0.25 (4) and 0.31 (1).
+    assert score_wer(TEXT, text).wer <= 0.4, text
 
 
 def test_voices_and_bad_requests(live: LiveServer) -> None:
