@@ -20,7 +20,6 @@ from starlette.websockets import WebSocket
 
 from voxserve.audio.pcm import g711_alaw_to_float32, g711_ulaw_to_float32, pcm16_to_float32
 from voxserve.audio.resample import StreamResampler
-from voxserve.backends.registry import load_vad
 from voxserve.errors import InvalidInput, Overloaded
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError
@@ -35,7 +34,7 @@ from voxserve.server.realtime_protocol import (
     server_event,
 )
 from voxserve.server.ws_session import RealtimeSession, run_counted
-from voxserve.streaming.live_asr import LiveOptions, LiveStream, LiveTranscriber
+from voxserve.streaming.live_asr import LiveStream
 from voxserve.streaming.live_events import LiveEvent, Partial, TranscriptCompleted, TranscriptDelta
 from voxserve.streaming.vad import VadParams
 from voxserve.types import SAMPLE_RATE
@@ -192,28 +191,23 @@ class TranscriptionSession(RealtimeSession):
 
     def _start_stream(self) -> None:
         c = self.config
-        live = self.ctx.settings.live
-        model = MODEL_ALIASES.get(c.model, c.model)
-        service = self.ctx.vox.asr(model)
-        base = LiveOptions()
+        vox = self.ctx.vox
+        base = vox.live_options()
         vad = None
         if c.turn_detection is not None:
             td = c.turn_detection
-            vad = VadParams(threshold=td.threshold, min_speech_ms=live.min_speech_ms, min_silence_ms=td.silence_duration_ms)
-        options = replace(
-            base,
+            vad = VadParams(threshold=td.threshold, min_speech_ms=self.ctx.settings.live.min_speech_ms,
+                            min_silence_ms=td.silence_duration_ms)
+        options = vox.live_options(
             vad=vad,
             prefix_padding_ms=c.turn_detection.prefix_padding_ms if c.turn_detection else 0,
-            decode=replace(base.decode, language=c.language, prompt=c.prompt, fit_step_s=live.fit_step_s),
+            decode=replace(base.decode, language=c.language, prompt=c.prompt),
             partial_interval_ms=c.partial_interval_ms,
             speakers=c.speakers,
-            speaker_similarity=live.speaker_similarity,
-            guard=self.ctx.vox.guard_config(),
             logprobs=c.logprobs,
         )
-        embedder = self.ctx.vox.live_speaker_embedder() if c.speakers else None
-        transcriber = LiveTranscriber(service, load_vad, self.ctx.vox.executor, embedder)
-        self.stream = transcriber.stream(options, stream_id=self.id)  # on Ray: the session's streams stay on one replica
+        # On Ray, the session's streams stay on one replica (stream_id).
+        self.stream = vox.live(options, model=MODEL_ALIASES.get(c.model, c.model), stream_id=self.id)
         self.audio = AudioInput(c.encoding, c.sample_rate)
         self._received_samples = 0
         self.forwarders.append(asyncio.ensure_future(self._forward(self.stream)))
