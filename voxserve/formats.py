@@ -275,3 +275,18 @@ def render_diarization(d: Diarization, fmt: str, file_id: str = "audio") -> str:
     if fmt == "json":
         return json.dumps(diarization_dict(d), ensure_ascii=False, indent=2) + "\n"
     raise InvalidInput(f"unknown format {fmt!r}; choose one of {', '.join(DIARIZATION_FORMATS)}", param="response_format")
+
+
+def text_table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A fixed-width text table (benchmark and plan reports)."""
+    cells = [[str(h) for h in headers]] + [[_cell(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.2f}" if abs(value) < 1000 else f"{value:.0f}"
+    return str(value)

@@ -31,10 +31,10 @@ from voxserve.engine.pool import ModelPool, Recognizer
 from voxserve.pipelines.chunking import ChunkParams
 from voxserve.pipelines.guard import GuardConfig
 from voxserve.pipelines.long_asr import LongAsrOptions, LongFileTranscriber, ProgressHook, TextHook
+from voxserve.pipelines.vad import VadParams
 from voxserve.streaming.live_asr import LiveOptions, LiveStream, LiveTranscriber
 from voxserve.streaming.tts import SpeakOptions, TtsStream
 from voxserve.streaming.tts_service import DEFAULT_OPTIONS, SynthesisResult, TtsService, build_tts_service
-from voxserve.streaming.vad import VadParams
 from voxserve.types import Diarization, Priority, Task, Transcript
 
 if TYPE_CHECKING:

@@ -32,8 +32,9 @@ from voxserve.agent.fakes import FakeLlm, FakeTextEmbedder
 from voxserve.agent.options import AgentOptions
 from voxserve.agent.prompt import ChatMessage
 from voxserve.agent.turn import TurnParams
+from voxserve.backends.base import VoiceEntry
 from voxserve.backends.fakes import FakeAsr, FakeVad
-from voxserve.backends.tts.catalog import VoiceCatalog, VoiceEntry
+from voxserve.backends.tts.catalog import VoiceCatalog
 from voxserve.backends.tts.fakes import FakeAcoustic, FakeDecoder
 from voxserve.engine.batcher import BatcherConfig, MicroBatcher
 from voxserve.engine.executor import BlockingExecutor

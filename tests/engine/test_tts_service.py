@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from voxserve.backends.tts.catalog import VoiceCatalog, VoiceEntry
+from voxserve.backends.base import VoiceEntry
+from voxserve.backends.tts.catalog import VoiceCatalog
 from voxserve.backends.tts.fakes import FakeAcoustic, FakeDecoder, fake_decode, fake_frames
 from voxserve.engine.batcher import BatcherConfig
 from voxserve.engine.tts_pool import VoicePool

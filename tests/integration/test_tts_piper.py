@@ -18,8 +18,11 @@ pytest.importorskip("onnx")
 
 from voxserve.audio import decode_audio  # noqa: E402
 from voxserve.audio.encode import encode_audio  # noqa: E402
-from voxserve.backends.base import SpeechOptions  # noqa: E402
-from voxserve.backends.tts.catalog import VoiceCatalog, VoiceEntry, embedded_voice_path  # noqa: E402
+from voxserve.backends.base import (
+    SpeechOptions,  # noqa: E402
+    VoiceEntry,  # noqa: E402
+)
+from voxserve.backends.tts.catalog import VoiceCatalog, embedded_voice_path  # noqa: E402
 from voxserve.backends.tts.piper import PiperLoadConfig, load_piper  # noqa: E402
 from voxserve.cli import main  # noqa: E402
 from voxserve.engine.batcher import BatcherConfig, MicroBatcher  # noqa: E402

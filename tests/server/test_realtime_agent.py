@@ -20,8 +20,9 @@ from voxserve.agent.fakes import FakeLlm
 from voxserve.agent.llm import HttpChatLlm
 from voxserve.audio import resample
 from voxserve.audio.pcm import float32_to_pcm16, g711_ulaw_to_float32
+from voxserve.backends.base import VoiceEntry
 from voxserve.backends.fakes import FakeAsr, FakeVad
-from voxserve.backends.tts.catalog import VoiceCatalog, VoiceEntry
+from voxserve.backends.tts.catalog import VoiceCatalog
 from voxserve.backends.tts.fakes import FakeAcoustic, FakeDecoder
 from voxserve.engine.batcher import BatcherConfig, MicroBatcher
 from voxserve.engine.pool import AsrService

@@ -16,7 +16,7 @@ from voxserve.pipelines.chunking import (
     plan_chunks,
     split_in_two,
 )
-from voxserve.streaming.vad import VadParams
+from voxserve.pipelines.vad import VadParams
 from voxserve.types import SAMPLE_RATE
 
 F = 160  # 10 ms frames

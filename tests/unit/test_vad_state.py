@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from voxserve.errors import InvalidInput
-from voxserve.streaming.vad import VadEvent, VadParams, VadStateMachine, speech_regions
+from voxserve.pipelines.vad import VadEvent, VadParams, VadStateMachine, speech_regions
 
 # 10 ms frames make the arithmetic readable: min_speech 100 ms = 10 frames, min_silence 200 ms = 20 frames.
 F = 160

@@ -11,8 +11,8 @@ from voxserve.agent.llm import LlmOptions
 from voxserve.agent.prompt import PromptParams
 from voxserve.agent.turn import TurnParams
 from voxserve.pipelines.guard import GuardConfig
+from voxserve.pipelines.vad import VadParams
 from voxserve.streaming.live_asr import LiveOptions
-from voxserve.streaming.vad import VadParams
 from voxserve.types import Priority
 
 

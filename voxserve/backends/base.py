@@ -7,7 +7,7 @@ nothing about HTTP, queues or asyncio.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -332,3 +332,16 @@ class AudioDecoder(Protocol):
     def decode_batch(self, windows: Sequence[npt.NDArray[Any]]) -> list[Float32Array]:
         """Decode each window (frames on the last axis) to ``frames * samples_per_frame`` samples, in order."""
         ...
+
+
+VoiceLoader = Callable[[], tuple[AcousticModel, AudioDecoder]]
+"""Loads a voice's acoustic model and decoder (called once, on first use)."""
+
+
+@dataclass(frozen=True)
+class VoiceEntry:
+    """A voice a catalog can offer: what it is and how to load it."""
+
+    info: VoiceInfo
+    load: VoiceLoader
+    aliases: tuple[str, ...] = ()

@@ -27,7 +27,8 @@ import numpy as np
 
 from voxserve.agent.events import AgentEvent, ResponseAudio, ResponseDone, UserTurnEnded
 from voxserve.audio import resample
-from voxserve.bench.common import machine, table
+from voxserve.bench.common import machine
+from voxserve.formats import text_table
 from voxserve.streaming.tts import SpeakOptions
 from voxserve.streaming.tts_metrics import percentile
 from voxserve.types import SAMPLE_RATE, Priority
@@ -305,7 +306,7 @@ def format_agent_report(report: dict[str, Any]) -> str:
     rows = [[part, v["p50_ms"], v["p95_ms"], v["n"]] for part, v in report["latency"].items()]
     m, load = report["machine"], report["load_1min"]
     return "\n".join([
-        table(["reply latency part (ms)", "p50", "p95", "n"], rows),
+        text_table(["reply latency part (ms)", "p50", "p95", "n"], rows),
         "",
         f"turns {report['turns']}, answered {report['answered']}, expected answer in reply {report['correct']}/"
         f"{report['turns']}, drafted during the silence {report['speculative']}/{report['turns']}",

@@ -50,21 +50,6 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
-def table(headers: list[str], rows: list[list[Any]]) -> str:
-    """A fixed-width text table."""
-    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.2f}" if abs(value) < 1000 else f"{value:.0f}"
-    return str(value)
-
-
 def write_report(path: str | Path, report: Any) -> None:
     """Write a benchmark report as strict JSON (a NaN, such as a latency nobody could measure, becomes null)."""
 

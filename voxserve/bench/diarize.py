@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voxserve.bench.common import machine, table
+from voxserve.bench.common import machine
+from voxserve.formats import text_table
 from voxserve.service import Voxserve
 from voxserve.types import Diarization
 
@@ -110,7 +111,7 @@ def format_diarize(report: dict[str, Any]) -> str:
         ["transcription", report["transcription_median_s"], report["audio_s"] / report["transcription_median_s"]],
         ["diarization", report["diarization_median_s"], report["audio_s"] / report["diarization_median_s"]],
     ]
-    lines = [table(["pipeline", "median wall s", "x real time"], rows)]
+    lines = [text_table(["pipeline", "median wall s", "x real time"], rows)]
     lines.append(f"diarization / transcription wall: {report['ratio']:.2f}  "
                  f"({report['audio_s']:.1f} s of audio, {report['repeats']} repeats)")
     lines.append("diarization stages (sum over files, s): "

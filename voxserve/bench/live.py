@@ -29,9 +29,10 @@ import numpy as np
 
 from voxserve.audio import decode_audio, resample
 from voxserve.audio.pcm import float32_to_pcm16
-from voxserve.bench.common import machine, table
+from voxserve.bench.common import machine
 from voxserve.eval.normalize import normalize_english
 from voxserve.eval.wer import WerScore, pooled, score_wer
+from voxserve.formats import text_table
 from voxserve.types import SAMPLE_RATE
 
 CHUNK_S = 0.1
@@ -257,7 +258,7 @@ def format_live(report: dict[str, Any]) -> str:
             for r in report["rows"]]
     m = report["machine"]
     lines = [f"{report['seconds']:.0f} s per stream; {m['cpu']}, {m['cores']} cores, load {m['load_1min']}",
-             table(["system", "streams", "utts", "final p50", "p95", "p99", "last-byte p50", "p95", "partial p50",
+             text_table(["system", "streams", "utts", "final p50", "p95", "p99", "last-byte p50", "p95", "partial p50",
                     "p95", "WER"], rows)]
     for k, v in report["capacity"].items():
         lines.append(f"{k}: {v}")

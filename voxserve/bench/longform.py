@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from voxserve.bench.common import Timing, machine, table, timed
+from voxserve.bench.common import Timing, machine, timed
 from voxserve.eval.normalize import normalize_english
 from voxserve.eval.wer import score_wer
+from voxserve.formats import text_table
 from voxserve.service import Voxserve
 
 
@@ -190,7 +191,7 @@ def format_longform(report: dict[str, Any]) -> str:
     head = f"{report['audio_s']:.1f} s of audio; {m['cpu']}, {m['cores']} cores, load {m['load_1min']}"
     return "\n".join([
         head,
-        table(["system", "wall s (median)", "RTFx", "WER"], rows),
+        text_table(["system", "wall s (median)", "RTFx", "WER"], rows),
         f"voxserve / best peer ({report['best_peer']}): {report['ratio_vs_best_peer']:.2f}x; "
         f"vs best batched: {report['ratio_vs_best_batched']:.2f}x",
     ])

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voxserve.bench.common import machine, table, write_report
+from voxserve.bench.common import machine, write_report
 from voxserve.config import Settings
 from voxserve.errors import InvalidInput
+from voxserve.formats import text_table
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ def format_scale(report: dict[str, Any]) -> str:
         rows.append([name, row["wall_s"], row["rtfx"], len(row["runs"]), f"{min(loads):.2f}-{max(loads):.2f}"])
     out = [f"{report['file']}: {report['audio_s']:.1f} s of audio, {report['model']}, "
            f"{report['threads']} thread(s) per replica, batch {report['batch_size']}; machine {report['machine']}",
-           table(["system", "wall s (median)", "RTFx", "runs", "load 1 min"], rows)]
+           text_table(["system", "wall s (median)", "RTFx", "runs", "load 1 min"], rows)]
     out += [f"{p['replicas']} replica(s): RTFx {p['rtfx']:.1f}, {p['ratio']:.2f}x one replica" for p in report["scaling"]]
     out.append("texts identical across all runs" if report["identical_text"] else "WARNING: texts differ between runs")
     return "\n".join(out)

@@ -20,8 +20,9 @@ from typing import Any
 import httpx
 
 from voxserve.audio import probe
-from voxserve.bench.common import machine, table
+from voxserve.bench.common import machine
 from voxserve.config import Settings
+from voxserve.formats import text_table
 from voxserve.server.thread import ServerThread
 
 
@@ -123,6 +124,6 @@ def format_server(report: dict[str, Any]) -> str:
             for r in report["results"]]
     m = report["machine"]
     lines = [f"{len(report['files'])} files; {m['cpu']}, {m['cores']} cores, load {m['load_1min']}",
-             table(["system", "clients", "requests", "failed", "audio s/s", "p50 s", "p95 s"], rows)]
+             text_table(["system", "clients", "requests", "failed", "audio s/s", "p50 s", "p95 s"], rows)]
     lines += [f"{n} clients: voxserve / baseline throughput = {ratio:.2f}x" for n, ratio in report["throughput_ratio"].items()]
     return "\n".join(lines)

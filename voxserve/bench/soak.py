@@ -21,10 +21,11 @@ from typing import Any
 
 import httpx
 
-from voxserve.bench.common import machine, table
+from voxserve.bench.common import machine
 from voxserve.bench.live import free_port, percentile
 from voxserve.bench.soak_clients import Clip, StreamOutcome, UploadOutcome, load_clips, run_stream, run_uploads
 from voxserve.errors import InvalidInput
+from voxserve.formats import text_table
 
 
 @dataclass(frozen=True)
@@ -275,7 +276,7 @@ def format_soak(report: dict[str, Any]) -> str:
         ["load (1 min) before / after", f"{report['load_1min']['before']} / {report['load_1min']['after']}"],
         ["verdict", "OK" if report["ok"] else "FAILED"],
     ]
-    return table(["soak", "value"], rows)
+    return text_table(["soak", "value"], rows)
 
 
 def default_clips() -> list[Clip]:

@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from voxserve.bench.common import machine, table
+from voxserve.bench.common import machine
+from voxserve.formats import text_table
 from voxserve.streaming.tts import SpeakOptions
 from voxserve.streaming.tts_metrics import percentile
 from voxserve.streaming.tts_service import TtsService
@@ -337,12 +338,12 @@ def format_tts_report(report: dict[str, Any]) -> str:
         f"voice {report['voice']}, {report['text_chars']} characters per stream, clients start within {c['ramp_s']} s, "
         f"lateness slack {c['slack_s'] * 1000:.0f} ms; 'buffered' = playback starts {buffer_ms:.0f} ms after the "
         "first audio",
-        table(headers, rows),
+        text_table(headers, rows),
         "",
         "real-time streams (largest N such that every level up to it had every stream real-time), and within a "
         "p95 playback delay of "
         f"{c['ttfb_budget_ms']:.0f} ms (TTFB, plus the buffer when buffered):",
-        table(["system", "at first audio", "... within delay", f"buffered {buffer_ms:.0f} ms", "... within delay"],
+        text_table(["system", "at first audio", "... within delay", f"buffered {buffer_ms:.0f} ms", "... within delay"],
               caps),
         f"machine: {m0['cpu']}, {m0['cores']} cores, load {m0['load_1min']} before, {m1['load_1min']} after "
         "(shared machine: other jobs' load changes the numbers between levels)",

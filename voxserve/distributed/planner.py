@@ -299,7 +299,7 @@ def format_plans(plans: list[Plan], targets: Targets) -> str:
 
 
 def _format(p: Plan) -> str:
-    from voxserve.bench.common import table
+    from voxserve.formats import text_table
 
     k = p.kind
     shape = _shape(k)
@@ -312,7 +312,7 @@ def _format(p: Plan) -> str:
     head = f"replica kind {k.name}: {shape}" + (f", model {k.model}" if k.model else "")
     if k.asr_rtfx is not None and k.measured_scaling:
         head += f"\n  scaling efficiency {k.efficiency:.2f} (worst measured RTFx(n) / (n x RTFx(1)))"
-    body = table(["workload", "target", "per replica", "exact", "replicas", "resources", "cost"], rows)
+    body = text_table(["workload", "target", "per replica", "exact", "replicas", "resources", "cost"], rows)
     notes = "".join(f"\n  note: {n}" for n in p.notes)
     return f"{head}\n{body}{notes}"
 

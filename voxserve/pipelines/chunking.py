@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from voxserve.streaming.vad import VadEvent, VadParams, VadStateMachine, padded_regions, speech_regions
+from voxserve.pipelines.vad import VadEvent, VadParams, VadStateMachine, padded_regions, speech_regions
 from voxserve.types import SAMPLE_RATE
 
 

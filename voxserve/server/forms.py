@@ -10,9 +10,9 @@ from starlette.datastructures import FormData, UploadFile
 from starlette.requests import Request
 
 from voxserve.languages import language_code
+from voxserve.pipelines.vad import VadParams
 from voxserve.server.context import context
 from voxserve.server.errors import HttpError
-from voxserve.streaming.vad import VadParams
 from voxserve.types import Task
 
 RESPONSE_FORMATS = ("json", "text", "srt", "verbose_json", "vtt", "diarized_json")

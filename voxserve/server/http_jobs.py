@@ -134,8 +134,8 @@ async def job_result(request: Request, job_id: str) -> Response:
 async def run_job(ctx: ServerContext, job: Job, progress: Any) -> dict[str, Any]:
     """The job runner's work: transcribe the stored upload and return verbose JSON."""
     from voxserve.formats import to_verbose_json
+    from voxserve.pipelines.vad import VadParams
     from voxserve.server.forms import MODEL_ALIASES, SpeakerFields
-    from voxserve.streaming.vad import VadParams
 
     p = job.params
     model_name = p.get("model") or "whisper-1"

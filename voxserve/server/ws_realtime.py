@@ -21,6 +21,7 @@ from starlette.websockets import WebSocket
 from voxserve.audio.pcm import g711_alaw_to_float32, g711_ulaw_to_float32, pcm16_to_float32
 from voxserve.audio.resample import StreamResampler
 from voxserve.errors import InvalidInput, Overloaded
+from voxserve.pipelines.vad import VadParams
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError
 from voxserve.server.forms import MODEL_ALIASES
@@ -36,7 +37,6 @@ from voxserve.server.realtime_protocol import (
 from voxserve.server.ws_session import RealtimeSession, run_counted
 from voxserve.streaming.live_asr import LiveStream
 from voxserve.streaming.live_events import LiveEvent, Partial, TranscriptCompleted, TranscriptDelta
-from voxserve.streaming.vad import VadParams
 from voxserve.types import SAMPLE_RATE
 
 log = logging.getLogger(__name__)
@@ -184,7 +184,7 @@ class TranscriptionSession(RealtimeSession):
         else:
             old, self.stream = self.stream, None
             if old is not None:
-                self.forwarders.append(asyncio.ensure_future(old.aclose()))  # type: ignore[arg-type]
+                self.forwarders.append(asyncio.ensure_future(old.aclose()))
             self._start_stream()
         updated = "transcription_session.updated" if new.shape == "beta" else "session.updated"
         self.send(server_event(updated, session=new.public(self.id)))

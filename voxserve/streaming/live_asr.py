@@ -38,6 +38,7 @@ from voxserve.pipelines.guard import (
     token_cap,
     without_repeats,
 )
+from voxserve.pipelines.vad import VadParams, VadStateMachine
 from voxserve.streaming.live_events import (
     Cleared,
     Committed,
@@ -51,7 +52,6 @@ from voxserve.streaming.live_events import (
     TranscriptFailed,
 )
 from voxserve.streaming.live_speakers import OnlineSpeakers
-from voxserve.streaming.vad import VadParams, VadStateMachine
 from voxserve.types import SAMPLE_RATE, Priority, TokenLogprob
 
 log = logging.getLogger(__name__)

@@ -130,7 +130,7 @@ def token_bytes(tokenizer: Any, token: int) -> bytes:
     piece = tokenizer.id_to_token(token) or ""
     if all(ch in _BYTES for ch in piece):
         return bytes(_BYTES[ch] for ch in piece)
-    return tokenizer.decode([token]).encode()
+    return str(tokenizer.decode([token])).encode()
 
 
 def _spoken_length(tokenizer: Any, word_tokens: Sequence[int]) -> int:

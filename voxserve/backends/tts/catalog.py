@@ -13,17 +13,15 @@ OpenAI work unchanged. Loading is lazy: listing voices reads only their small JS
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from voxserve.backends.base import AcousticModel, AudioDecoder, VoiceInfo
+from voxserve.backends.base import VoiceEntry, VoiceInfo
 from voxserve.errors import InvalidInput, ModelUnavailable
 
 DEFAULT_VOICE = "joe"
 OPENAI_VOICES = ("alloy", "ash", "ballad", "cedar", "coral", "echo", "fable", "marin", "nova", "onyx", "sage", "shimmer",
                  "verse")
-Loader = Callable[[], tuple[AcousticModel, AudioDecoder]]
 
 
 @dataclass(frozen=True)
@@ -50,15 +48,6 @@ class OrpheusSettings:
     snac_path: str
     voices: tuple[str, ...] = ("tara", "leah", "jess", "leo", "dan", "mia", "zac", "zoe")
     device: str = "auto"
-
-
-@dataclass(frozen=True)
-class VoiceEntry:
-    """A voice in the catalog: what it is and how to load it."""
-
-    info: VoiceInfo
-    load: Loader
-    aliases: tuple[str, ...] = ()
 
 
 @dataclass

@@ -191,7 +191,7 @@ def orpheus_voice_entries(
     load: Callable[[], tuple[OrpheusLm, Any]], voices: tuple[str, ...], sample_rate: int = 24_000, language: str = "en"
 ) -> list[Any]:
     """Catalog entries for the speakers of one Orpheus model; ``load`` returns (token model, SNAC decoder)."""
-    from voxserve.backends.tts.catalog import VoiceEntry
+    from voxserve.backends.base import VoiceEntry
 
     shared = _Shared(load)
     entries = []
