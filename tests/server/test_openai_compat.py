@@ -159,3 +159,10 @@ def test_logprobs_are_the_texts_tokens(client: Any, data_dir: Path, live: Any) -
         bad = httpx.post(live.url + "/v1/audio/transcriptions", files={"file": ("a.flac", f)},
                          data={"include[]": "segments"}, timeout=60)
     assert bad.status_code == 422 and bad.json()["error"]["param"] == "include"
+
+
+def test_every_response_has_a_request_id(live: Any) -> None:
+    import httpx
+
+    ids = {httpx.get(live.url + path, timeout=10).headers.get("x-request-id") for path in ("/v1/models", "/nope")}
+    assert None not in ids and len(ids) == 2 and all(i.startswith("req_") for i in ids)

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -127,7 +128,8 @@ async def _on_validation(request: Request, exc: Exception) -> Response:
 
 
 class _RequestMetrics:
-    """ASGI middleware counting requests by route template and status, with latency."""
+    """ASGI middleware counting requests by route template and status, with latency; every response gets an
+    ``x-request-id`` as OpenAI's do (LiveKit's TTS warns without one)."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
@@ -144,6 +146,9 @@ class _RequestMetrics:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                headers = list(message.get("headers", []))
+                headers.append((b"x-request-id", f"req_{uuid.uuid4().hex}".encode()))
+                message = {**message, "headers": headers}
             await send(message)
 
         try:
