@@ -82,6 +82,11 @@ class ServerConfig(_Frozen):
     host: str = Field("127.0.0.1", description="Bind address; binding a public one without api_keys logs a warning.")
     port: int = Field(8000, ge=0, le=65535)
     api_keys: tuple[str, ...] = Field((), description="Accepted bearer tokens; empty = no authentication.")
+    model_aliases: dict[str, str] = Field(
+        default_factory=dict,
+        description="Requested model name -> local recogniser (e.g. gpt-4o-mini-transcribe = whisper-tiny.en); "
+        "OpenAI's transcription names not listed here map to asr.model.",
+    )
     max_upload_mb: float = Field(200.0, gt=0, description="Largest accepted request body.")
     max_audio_s: float = Field(4 * 3600.0, gt=0, description="Longest accepted audio.")
     max_sync_audio_s: float = Field(3600.0, gt=0, description="Longest audio for a synchronous request; use jobs beyond.")

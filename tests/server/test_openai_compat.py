@@ -107,6 +107,28 @@ def test_models_endpoints(client: Any) -> None:
     assert client.models.retrieve("whisper-tiny.en").id == "whisper-tiny.en"
     with pytest.raises(openai.NotFoundError):
         client.models.retrieve("whisper-large-v9")
+    listed = {m.id: m for m in client.models.list()}
+    for name, target in (("gpt-4o-mini-tts", "voice:joe"), ("tts-1", "voice:joe"), ("gpt-realtime", "voxserve-agent"),
+                         ("gpt-4o-transcribe", "whisper-base")):
+        assert listed[name].maps_to == target, listed[name]  # type: ignore[attr-defined]
+
+
+def test_a_configured_alias_routes_to_its_model(tmp_path: Path, data_dir: Path) -> None:
+    """server.model_aliases: an OpenAI name served by another local model (here whisper-tiny.en)."""
+    import httpx
+
+    from tests.server.conftest import LiveServer
+
+    with LiveServer(tmp_path, model_aliases={"gpt-4o-mini-transcribe": "whisper-tiny.en"}) as server:
+        models = httpx.get(server.url + "/v1/models", timeout=10).json()["data"]
+        mini = next(m for m in models if m["id"] == "gpt-4o-mini-transcribe")
+        assert mini["maps_to"] == "whisper-tiny.en"
+        with open(data_dir / "fw_jfk.flac", "rb") as f:
+            r = httpx.post(server.url + "/v1/audio/transcriptions", files={"file": ("a.flac", f)},
+                           data={"model": "gpt-4o-mini-transcribe", "response_format": "verbose_json"}, timeout=120)
+        assert r.status_code == 200 and jfk_wer(r.json()["text"]) <= 0.1
+        loaded = {m["id"] for m in httpx.get(server.url + "/v1/models", timeout=10).json()["data"] if m["loaded"]}
+        assert "whisper-tiny.en" in loaded
 
 
 @pytest.mark.parametrize("model", ["gpt-4o-transcribe", "gpt-4o-mini-transcribe", "gpt-transcribe",

@@ -43,7 +43,8 @@ class ServerContext:
         not tell whether such a directory exists)."""
         if name is None:
             return
-        allowed = {*ASR_MODELS, self.settings.asr.model, self.settings.agent.asr_model, *self.vox.pool.loaded()}
+        allowed = {*ASR_MODELS, self.settings.asr.model, self.settings.agent.asr_model, *self.vox.pool.loaded(),
+                   *self.settings.server.model_aliases.values()}
         if name not in allowed:
             raise ModelUnavailable(f"unknown model {name!r}: available models are {', '.join(sorted(ASR_MODELS))}",
                                    param="model")

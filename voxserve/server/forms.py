@@ -13,15 +13,11 @@ from voxserve.languages import language_code
 from voxserve.pipelines.vad import VadParams
 from voxserve.server.context import context
 from voxserve.server.errors import HttpError
+from voxserve.server.model_names import asr_model
 from voxserve.types import Task
 
 RESPONSE_FORMATS = ("json", "text", "srt", "verbose_json", "vtt", "diarized_json")
 GRANULARITIES = ("word", "segment")
-MODEL_ALIASES: dict[str, str | None] = dict.fromkeys(
-    ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe", "gpt-transcribe", "gpt-realtime-whisper",
-     "gpt-4o-transcribe-diarize", "gpt-4o-mini-transcribe-2025-03-20", "gpt-4o-transcribe-2025-03-20"))
-"""OpenAI's transcription model names (each client's default): all served by the configured default model."""
-"""OpenAI model names accepted as the server's default model (``None``)."""
 
 
 @dataclass(frozen=True)
@@ -146,8 +142,9 @@ async def read_form(request: Request, task: Task, formats: tuple[str, ...] = RES
     if response_format not in formats:
         raise _invalid("response_format", f"response_format must be one of {', '.join(formats)}")
     language = _language(_text(form, "language")) if task == "transcribe" else None
-    model = MODEL_ALIASES.get(model_name, model_name)
-    context(request).check_model(model)  # a registered name, never a path on the server
+    ctx = context(request)
+    model = asr_model(ctx.settings, model_name)
+    ctx.check_model(model)  # a registered name, never a path on the server
     return TranscriptionForm(
         upload=upload,
         model=model,

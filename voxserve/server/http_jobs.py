@@ -135,13 +135,14 @@ async def run_job(ctx: ServerContext, job: Job, progress: Any) -> dict[str, Any]
     """The job runner's work: transcribe the stored upload and return verbose JSON."""
     from voxserve.formats import to_verbose_json
     from voxserve.pipelines.vad import VadParams
-    from voxserve.server.forms import MODEL_ALIASES, SpeakerFields
+    from voxserve.server.forms import SpeakerFields
+    from voxserve.server.model_names import asr_model
 
     p = job.params
     model_name = p.get("model") or "whisper-1"
     form = TranscriptionForm(
         upload=None,  # type: ignore[arg-type]
-        model=MODEL_ALIASES.get(model_name, model_name), model_name=model_name, language=p.get("language"),
+        model=asr_model(ctx.settings, model_name), model_name=model_name, language=p.get("language"),
         prompt=p.get("prompt"), response_format="verbose_json", temperature=p.get("temperature", 0.0),
         granularities=("word", "segment"), stream=False, task=p.get("task", "transcribe"),
         speakers=SpeakerFields(**p["speakers"]) if p.get("speakers") else None,

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from voxserve.backends.registry import ASR_MODELS
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError, error_response
-from voxserve.server.forms import MODEL_ALIASES
+from voxserve.server import model_names
 
 router = APIRouter()
 _STARTED = int(time.time())
@@ -51,11 +51,19 @@ async def metrics(request: Request) -> Response:
 def _model(ctx: ServerContext, model_id: str) -> dict[str, object]:
     entry = ASR_MODELS.get(model_id)
     default = ctx.settings.asr.model
-    description = entry.description if entry else ("alias of " + default if model_id in MODEL_ALIASES else "local model")
+    alias = model_names.is_alias(model_id) or model_id in ctx.settings.server.model_aliases
+    target = model_names.maps_to(ctx.settings, model_id) if alias else model_id
+    description = entry.description if entry else (f"alias of {target}" if alias else "local model")
     return {
         "id": model_id, "object": "model", "created": _STARTED, "owned_by": "voxserve",
-        "description": description, "default": model_id == default, "loaded": model_id in ctx.vox.pool.loaded(),
+        "description": description, "maps_to": target, "default": model_id == default,
+        "loaded": target in ctx.vox.pool.loaded() or target.startswith(("voice:", "voxserve-")),
     }
+
+
+def _known(ctx: ServerContext) -> list[str]:
+    return list(dict.fromkeys([*ASR_MODELS, *model_names.TRANSCRIPTION, *ctx.settings.server.model_aliases,
+                               *model_names.SPEECH, *model_names.REALTIME, *ctx.vox.pool.loaded()]))
 
 
 @router.get("/v1/models")
@@ -64,8 +72,7 @@ async def list_models(request: Request) -> Response:
     ctx = context(request)
     try:
         ctx.client(request)
-        ids = list(dict.fromkeys([*ASR_MODELS, *MODEL_ALIASES, *ctx.vox.pool.loaded()]))
-        return JSONResponse({"object": "list", "data": [_model(ctx, i) for i in ids]})
+        return JSONResponse({"object": "list", "data": [_model(ctx, i) for i in _known(ctx)]})
     except Exception as exc:  # noqa: BLE001
         return error_response(exc)
 
@@ -76,7 +83,7 @@ async def get_model(request: Request, model_id: str) -> Response:
     ctx = context(request)
     try:
         ctx.client(request)
-        if model_id not in ASR_MODELS and model_id not in MODEL_ALIASES and model_id not in ctx.vox.pool.loaded():
+        if model_id not in _known(ctx):
             raise HttpError(404, f"the model {model_id!r} does not exist", code="model_not_found", param="model")
         return JSONResponse(_model(ctx, model_id))
     except Exception as exc:  # noqa: BLE001

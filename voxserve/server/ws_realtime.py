@@ -24,7 +24,7 @@ from voxserve.errors import InvalidInput, Overloaded
 from voxserve.pipelines.vad import VadParams
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError
-from voxserve.server.forms import MODEL_ALIASES
+from voxserve.server.model_names import asr_model
 from voxserve.server.realtime_protocol import (
     ProtocolError,
     SessionConfig,
@@ -172,7 +172,7 @@ class TranscriptionSession(RealtimeSession):
     def _update(self, event: dict[str, Any]) -> None:
         new = apply_update(self.config, event)
         if new.model != self.config.model:
-            model = MODEL_ALIASES.get(new.model, new.model)
+            model = asr_model(self.ctx.settings, new.model)
             self.ctx.check_model(model)  # a registered name, never a path on the server
             self.ctx.vox.asr(model)  # unknown -> ModelUnavailable
         audio_changed = self._received_samples > 0 and self.stream is not None
@@ -207,7 +207,7 @@ class TranscriptionSession(RealtimeSession):
             logprobs=c.logprobs,
         )
         # On Ray, the session's streams stay on one replica (stream_id).
-        self.stream = vox.live(options, model=MODEL_ALIASES.get(c.model, c.model), stream_id=self.id)
+        self.stream = vox.live(options, model=asr_model(self.ctx.settings, c.model), stream_id=self.id)
         self.audio = AudioInput(c.encoding, c.sample_rate)
         self._received_samples = 0
         self.forwarders.append(asyncio.ensure_future(self._forward(self.stream)))
