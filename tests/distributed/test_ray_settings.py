@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from voxserve.cli import build_parser
+from voxserve.cli.scale import ray_overrides
 from voxserve.config import AsrConfig, RayConfig, load_settings
 from voxserve.distributed.cluster import actor_options, replica_spec
 from voxserve.errors import InvalidInput
-from voxserve.scale_cli import ray_overrides
 
 
 @pytest.mark.parametrize(

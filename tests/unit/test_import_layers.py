@@ -29,7 +29,7 @@ LAYERS: dict[str, int] = {
     "eval": 10, "jobs": 10,
     "server": 11,
     "bench": 12,
-    "cli": 13, "agent_cli": 13, "speak_cli": 13, "diarize_cli": 13, "scale_cli": 13,
+    "cli": 13,
 }
 
 

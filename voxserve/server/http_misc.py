@@ -10,9 +10,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from voxserve.backends.registry import ASR_MODELS
+from voxserve.server import model_names
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError, error_response
-from voxserve.server import model_names
 
 router = APIRouter()
 _STARTED = int(time.time())

@@ -20,7 +20,7 @@ def add_eval_commands(sub: Any, engine_args: Callable[[argparse.ArgumentParser],
     """Register ``eval asr`` on the CLI."""
     ev = sub.add_parser("eval", help="score quality on a corpus with references")
     ev_sub = ev.add_subparsers(dest="eval_command", required=True)
-    from voxserve.eval.diarization_cli import add_eval_diarization
+    from voxserve.cli.eval_diarization import add_eval_diarization
 
     add_eval_diarization(ev_sub, engine_args, settings)
     p = ev_sub.add_parser("asr", help="word error rate per file and pooled")

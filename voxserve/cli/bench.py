@@ -50,7 +50,7 @@ def add_bench_commands(sub: Any, engine_args: Callable[[argparse.ArgumentParser]
     t.add_argument("--json", help="write the report here")
     t.set_defaults(func=cmd_tts)
 
-    from voxserve.bench.diarize_cli import add_bench_diarize
+    from voxserve.cli.bench_diarize import add_bench_diarize
 
     add_bench_diarize(bench_sub, engine_args, settings)
     from voxserve.bench.scale import add_bench_scale

@@ -49,7 +49,7 @@ def _settings(args: argparse.Namespace) -> Any:
         "compute_type": args.compute_type,
     }
     guard = {"enabled": False} if args.no_guard else {}
-    from voxserve.scale_cli import ray_overrides
+    from voxserve.cli.scale import ray_overrides
 
     chunking = {"vad_threshold": getattr(args, "vad_threshold", None),
                 "min_silence_ms": getattr(args, "min_silence_ms", None),
@@ -66,10 +66,10 @@ def _add_transcribe(sub: Any) -> None:
     p.add_argument("--output-dir", help="write <name>.<ext> files here (default: stdout for one input)")
     p.add_argument("--prompt", help="text that conditions the decoder (names, vocabulary)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
-    from voxserve.scale_cli import add_ray_args
+    from voxserve.cli.scale import add_ray_args
 
     add_ray_args(p)
-    from voxserve.diarize_cli import add_speaker_args
+    from voxserve.cli.diarize import add_speaker_args
 
     add_speaker_args(p, flag=True)
     _engine_args(p)
@@ -112,7 +112,7 @@ async def _transcribe_all(vox: Voxserve, args: argparse.Namespace) -> tuple[list
             durations.append(0.0)
     bar = _Bar(sum(durations), not args.quiet and sum(durations) > 0)  # no empty bar when no input decodes
     gate = asyncio.Semaphore(MAX_FILES_IN_FLIGHT)
-    from voxserve.diarize_cli import speaker_options
+    from voxserve.cli.diarize import speaker_options
 
     diarize = speaker_options(vox, args)
     options = vox.long_options(
@@ -149,7 +149,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             failed += 1
             print(f"error: {path}: {result.message}", file=sys.stderr)
             continue
-        from voxserve.diarize_cli import render_transcript
+        from voxserve.cli.diarize import render_transcript
 
         text = render_transcript(result, args.format, path)
         if single_stdout:
@@ -171,7 +171,7 @@ def _add_serve(sub: Any) -> None:
     p.add_argument("--port", type=int, help="port (default 8000)")
     p.add_argument("--api-key", action="append", dest="api_keys", help="accepted bearer token (repeatable)")
     p.add_argument("--data-dir", help="folder for the job database and uploads")
-    from voxserve.scale_cli import add_ray_args
+    from voxserve.cli.scale import add_ray_args
 
     add_ray_args(p)
     _engine_args(p)
@@ -193,7 +193,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     }
     server = {"host": args.host, "port": args.port, "data_dir": args.data_dir,
               "api_keys": tuple(args.api_keys) if args.api_keys else None}
-    from voxserve.scale_cli import ray_overrides
+    from voxserve.cli.scale import ray_overrides
 
     settings = load_settings(args.config, asr=asr, server=server, guard={"enabled": False} if args.no_guard else {},
                              ray=ray_overrides(args))
@@ -211,21 +211,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_transcribe(sub)
     _add_serve(sub)
-    from voxserve.bench.cli import add_bench_commands
-    from voxserve.eval.cli import add_eval_commands
+    from voxserve.cli.bench import add_bench_commands
+    from voxserve.cli.eval import add_eval_commands
 
     add_eval_commands(sub, _engine_args, _settings)
     add_bench_commands(sub, _engine_args, _settings)
-    from voxserve.diarize_cli import add_diarize_command
+    from voxserve.cli.diarize import add_diarize_command
 
     add_diarize_command(sub, _engine_args, _settings)
-    from voxserve.speak_cli import add_speak_command
+    from voxserve.cli.speak import add_speak_command
 
     add_speak_command(sub)
-    from voxserve.agent_cli import add_agent_command
+    from voxserve.cli.agent import add_agent_command
 
     add_agent_command(sub)
-    from voxserve.scale_cli import add_plan_command
+    from voxserve.cli.scale import add_plan_command
 
     add_plan_command(sub)
     return parser
@@ -243,7 +243,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

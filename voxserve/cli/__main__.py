@@ -1,0 +1,5 @@
+"""``python -m voxserve.cli``: the same as the ``voxserve`` command."""
+
+from voxserve.cli.main import main
+
+raise SystemExit(main())
