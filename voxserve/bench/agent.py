@@ -15,6 +15,7 @@ round like a microphone: 20 ms blocks in real time, silence between turns, and s
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import tempfile
 import time
@@ -29,8 +30,8 @@ from voxserve.agent.events import AgentEvent, ResponseAudio, ResponseDone, UserT
 from voxserve.audio import resample
 from voxserve.bench.common import machine
 from voxserve.formats import text_table
+from voxserve.stats import percentile
 from voxserve.streaming.tts import SpeakOptions
-from voxserve.streaming.tts_metrics import percentile
 from voxserve.types import SAMPLE_RATE, Priority
 
 SAMPLE_KNOWLEDGE = {
@@ -276,7 +277,7 @@ def _correct(t: _Turn) -> bool:
 
 
 def _ms(seconds: float | None) -> float | None:
-    return round(seconds * 1000, 1) if seconds is not None else None
+    return round(seconds * 1000, 1) if seconds is not None and math.isfinite(seconds) else None
 
 
 def write_sample_knowledge(folder: Path) -> Path:

@@ -33,6 +33,7 @@ from voxserve.bench.common import machine
 from voxserve.eval.normalize import normalize_english
 from voxserve.eval.wer import WerScore, pooled, score_wer
 from voxserve.formats import text_table
+from voxserve.stats import percentile
 from voxserve.types import SAMPLE_RATE
 
 CHUNK_S = 0.1
@@ -75,12 +76,6 @@ def make_programs(clips: list[tuple[Path, str]], n: int, seconds: float, seed: i
     return programs
 
 
-def percentile(values: list[float], q: float) -> float:
-    """The q-quantile (nearest rank); NaN when empty."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))]
 
 
 async def _pace(send: Any, payloads: list[Any], started: list[float]) -> None:
@@ -195,9 +190,9 @@ def summarize(system: str, n: int, results: list[StreamResult], programs: list[P
                            for r, p in zip(results, programs))
     return {
         "system": system, "streams": n, "utterances": len(last), "errors": sum(r.errors for r in results),
-        "final_p50": percentile(final, 0.5), "final_p95": percentile(final, 0.95), "final_p99": percentile(final, 0.99),
-        "last_byte_p50": percentile(last, 0.5), "last_byte_p95": percentile(last, 0.95),
-        "partial_p50": percentile(partial, 0.5), "partial_p95": percentile(partial, 0.95), "wer": wer.wer,
+        "final_p50": percentile(final, 50), "final_p95": percentile(final, 95), "final_p99": percentile(final, 99),
+        "last_byte_p50": percentile(last, 50), "last_byte_p95": percentile(last, 95),
+        "partial_p50": percentile(partial, 50), "partial_p95": percentile(partial, 95), "wer": wer.wer,
     }
 
 

@@ -24,6 +24,7 @@ from voxserve.bench.common import machine
 from voxserve.config import Settings
 from voxserve.formats import text_table
 from voxserve.server.thread import ServerThread
+from voxserve.stats import percentile
 
 
 @dataclass(frozen=True)
@@ -36,11 +37,6 @@ class ServerBenchConfig:
     beam_size: int = 1
 
 
-def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def _drive(n_clients: int, plan: list[list[Path]], send: Callable[[Path], str], durations: dict[Path, float]) -> dict[str, Any]:
@@ -66,7 +62,7 @@ def _drive(n_clients: int, plan: list[list[Path]], send: Callable[[Path], str], 
     return {
         "clients": n_clients, "requests": sum(len(f) for f in plan[:n_clients]), "failures": failures,
         "wall_s": wall, "audio_s": audio, "throughput": audio / wall,
-        "p50_s": _percentile(latencies, 0.5), "p95_s": _percentile(latencies, 0.95),
+        "p50_s": percentile(latencies, 50), "p95_s": percentile(latencies, 95),
         "mean_s": statistics.fmean(latencies) if latencies else float("nan"),
     }
 

@@ -22,10 +22,11 @@ from typing import Any
 import httpx
 
 from voxserve.bench.common import machine
-from voxserve.bench.live import free_port, percentile
+from voxserve.bench.live import free_port
 from voxserve.bench.soak_clients import Clip, StreamOutcome, UploadOutcome, load_clips, run_stream, run_uploads
 from voxserve.errors import InvalidInput
 from voxserve.formats import text_table
+from voxserve.stats import percentile
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ def _report(config: SoakConfig, clips: list[Clip], streams: list[StreamOutcome],
 def _percentiles(values: list[float]) -> dict[str, float]:
     if not values:
         return {"n": 0}
-    return {"n": len(values), **{f"p{q}": round(percentile(values, q / 100), 3) for q in (50, 90, 95, 99)},
+    return {"n": len(values), **{f"p{q}": round(percentile(values, q), 3) for q in (50, 90, 95, 99)},
             "max": round(max(values), 3)}
 
 

@@ -35,8 +35,8 @@ import numpy as np
 
 from voxserve.bench.common import machine
 from voxserve.formats import text_table
+from voxserve.stats import percentile
 from voxserve.streaming.tts import SpeakOptions
-from voxserve.streaming.tts_metrics import percentile
 from voxserve.streaming.tts_service import TtsService
 from voxserve.types import Priority
 
@@ -132,7 +132,7 @@ class Level:
 
     def delay_p95_s(self, buffer_s: float = 0.0) -> float:
         """The p95 playback delay: TTFB plus the client buffer."""
-        return (percentile([t.ttfb_s for t in self.traces], 95) or float("inf")) + buffer_s
+        return (percentile([t.ttfb_s for t in self.traces], 95) if self.traces else float("inf")) + buffer_s
 
     def row(self) -> dict[str, Any]:
         """The level as a report row."""

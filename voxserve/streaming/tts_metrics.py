@@ -10,14 +10,13 @@ import threading
 from collections import Counter
 from typing import Any
 
-import numpy as np
-
+from voxserve.stats import percentile
 from voxserve.streaming.tts import StreamStatus, TtsStreamStats
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """The ``q``-th percentile (0-100) of ``values``, None when empty."""
-    return float(np.percentile(values, q)) if values else None
+def _percentile(values: list[float], q: float) -> float | None:
+    """``percentile`` for JSON snapshots: None when empty."""
+    return percentile(values, q) if values else None
 
 
 class TtsMetrics:
@@ -71,12 +70,12 @@ class TtsMetrics:
         """p50/p95 of the timings, counts and the batch-size histogram."""
         with self._lock:
             return {
-                "ttfb_p50_s": percentile(self.ttfb_s, 50), "ttfb_p95_s": percentile(self.ttfb_s, 95),
-                "first_sentence_p50_s": percentile(self.first_sentence_s, 50),
-                "first_sentence_p95_s": percentile(self.first_sentence_s, 95),
-                "rtf_p50": percentile(self.rtf, 50), "rtf_max": max(self.rtf) if self.rtf else None,
+                "ttfb_p50_s": _percentile(self.ttfb_s, 50), "ttfb_p95_s": _percentile(self.ttfb_s, 95),
+                "first_sentence_p50_s": _percentile(self.first_sentence_s, 50),
+                "first_sentence_p95_s": _percentile(self.first_sentence_s, 95),
+                "rtf_p50": _percentile(self.rtf, 50), "rtf_max": max(self.rtf) if self.rtf else None,
                 "streams": dict(self.status), "underrun_streams": self.underrun_streams,
                 "active_streams": self.active_streams, "peak_active_streams": self.peak_active_streams,
                 "decoder_batch_sizes": dict(sorted(self.batch_sizes.items())),
-                "decoder_wait_p95_s": percentile(self.batch_wait_s, 95),
+                "decoder_wait_p95_s": _percentile(self.batch_wait_s, 95),
             }
