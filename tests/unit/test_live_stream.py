@@ -255,6 +255,23 @@ def test_second_utterance_is_prompted_with_the_first_text_bounded_by_max_prompt_
     assert prompts[2] == [(PHRASES[300] + " " + PHRASES[500])[-12:]] == ["rning to you"]
 
 
+def test_short_utterances_are_decoded_in_the_language_a_long_one_showed() -> None:
+    """No language set: an utterance of 3 s or more detects it; later short ones are decoded in it (Whisper
+    told a 1.2 s English "Um..." as Arabic); a short first utterance still detects."""
+    audio = np.concatenate([tone(1.0, 300), silence(1.0), tone(3.5, 500), silence(1.0), tone(1.0, 700), silence(1.0)])
+    asr = ScriptedAsr(script=phrase_script, language="de")
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio)
+        s.end_input()
+
+    with transcriber(asr) as live:
+        events = run_stream(live, NO_PARTIALS, feed)
+    assert len(of(events, TranscriptCompleted)) == 3
+    languages = [[r.options.language for r in asr.requests_for(f)] for f in (300, 500, 700)]
+    assert languages == [[None], [None], ["de"]]
+
+
 def test_second_utterance_prompt_is_the_whole_first_text_when_it_fits() -> None:
     audio, _ = two_bursts()
     asr = ScriptedAsr(script=phrase_script)

@@ -141,6 +141,13 @@ class LiveTranscriber:
         return LiveStream(self, options, asr)
 
 
+_DETECT_MIN_S = 3.0
+"""Utterances shorter than this are decoded in the stream's language (when no language was set): Whisper told
+an English "Um..." of 1.2 s as Arabic and a "Thanks!" as Japanese."""
+_DETECT_MIN_P = 0.7
+"""A detection this sure, on an utterance of at least ``_DETECT_MIN_S``, sets the stream's language."""
+
+
 @dataclass
 class _Utterance:
     item_id: str
@@ -176,6 +183,7 @@ class LiveStream:
         self._prompt = options.decode.prompt or ""  # the client's prompt; always kept
         self._previous_text = ""  # the last utterance's accepted text, empty after a failed or empty one
         self._previous_end = -1  # where that utterance ended (samples)
+        self._language: str | None = None  # the stream's language, once a long enough utterance showed it
         self._partial_task: asyncio.Task[None] | None = None
         self._closed = False
         self._ended = False
@@ -365,6 +373,8 @@ class LiveStream:
         options = self.options.decode
         if window is not None:
             options = replace(options, window=window[0], fit_step_s=window[1])
+        if options.language is None and self._language and len(audio) < _DETECT_MIN_S * SAMPLE_RATE:
+            options = replace(options, language=self._language)  # too short to tell a language by
         keep = self.options.max_prompt_chars - len(self.options.keyterms)
         recent = context[-keep:] if context and keep > 0 else ""
         prompt = f"{self.options.keyterms} {recent}".strip() or None
@@ -437,6 +447,9 @@ class LiveStream:
         if self.options.logprobs:  # token probabilities come from the aligner
             request = AsrRequest(request.audio, replace(request.options, word_timestamps=True))
         result = await self._asr.transcribe(request, self.options.priority)
+        if (request.options.language is None and len(audio) >= _DETECT_MIN_S * SAMPLE_RATE
+                and result.language_probability >= _DETECT_MIN_P):
+            self._language = result.language
         cap = request.options.max_new_tokens
         evidence = LoopEvidence(hit_cap=cap is not None and len(result.tokens) >= cap)
         verdict = assess(result.text, result.avg_logprob, result.no_speech_prob, len(audio), result.language,
