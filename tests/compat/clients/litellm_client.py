@@ -13,60 +13,22 @@ import os
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # before importing litellm: no cost-map download
 
-import argparse
-import json
 import sys
-import threading
-import time
 from importlib.metadata import version
-from pathlib import Path
 
 import av
 import litellm
+from common import TEXT, finish, parse_args, run_call
 
 litellm.telemetry = False
 
-TEXT = "The birch canoe slid on the smooth planks. Glue the sheet to the dark blue background."
-TIMEOUT = 120.0
 EXTENSIONS = {"audio/mpeg": "mp3", "audio/mp3": "mp3", "audio/ogg": "opus", "audio/opus": "opus", "audio/aac": "aac",
               "audio/flac": "flac", "audio/wav": "wav", "audio/x-wav": "wav", "audio/pcm": "pcm"}
 
 
-def run_call(calls: list, name: str, kind: str, fn) -> None:
-    """Run ``fn`` (returns a dict of fields) in a watchdog thread and append its record."""
-    box: dict = {}
-
-    def target():
-        try:
-            box["fields"] = fn()
-        except BaseException as e:  # noqa: BLE001 - recorded, not raised
-            box["error"] = f"{type(e).__name__}: {e}"
-
-    t0 = time.monotonic()
-    th = threading.Thread(target=target, daemon=True)
-    th.start()
-    th.join(TIMEOUT)
-    rec = {"name": name, "kind": kind, "ok": False, "error": None}
-    if th.is_alive():
-        rec["error"] = f"TimeoutError: no result after {TIMEOUT:.0f} s"
-    elif "error" in box:
-        rec["error"] = box["error"]
-    else:
-        rec.update(box["fields"])
-        rec["ok"] = rec.get("error") is None
-    rec["seconds"] = round(time.monotonic() - t0, 2)
-    calls.append(rec)
-    print(f"{name}: {'ok' if rec['ok'] else 'FAIL ' + str(rec['error'])} ({rec['seconds']} s)", flush=True)
-
-
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--base-url", required=True)
-    ap.add_argument("--clip", required=True)
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    args = parse_args()
+    out = args.out
     calls: list = []
 
     def transcription(model: str):
@@ -100,13 +62,7 @@ def main() -> int:
     run_call(calls, "transcription_gpt_4o_transcribe", "transcription", transcription("openai/gpt-4o-transcribe"))
     run_call(calls, "speech", "speech", speech)
 
-    result = {"client": "litellm", "versions": {p: version(p) for p in ("litellm", "openai", "av")}, "calls": calls}
-    try:
-        (out / "result.json").write_text(json.dumps(result, indent=2))
-    except OSError as e:
-        print(f"cannot write result.json: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return finish(out, "litellm", {p: version(p) for p in ("litellm", "openai", "av")}, calls)
 
 
 if __name__ == "__main__":

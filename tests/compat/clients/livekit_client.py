@@ -19,9 +19,7 @@ livekit-agents, livekit-plugins-openai, av).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import sys
 import time
 import wave
@@ -31,15 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import av
+from common import TEXT, finish, parse_args, run_async_call
 from livekit import rtc
 from livekit.agents import stt as lk_stt
 from livekit.agents import utils
 from livekit.plugins import openai
 
-TTS_TEXT = "The birch canoe slid on the smooth planks. Glue the sheet to the dark blue background."
 REPLY_INSTRUCTIONS = "Greet the user in one short sentence."
 API_KEY = "unused"
-CALL_TIMEOUT_S = 120.0
 RATE = 48000  # what a LiveKit room track carries
 FRAME_MS = 20
 
@@ -146,7 +143,7 @@ async def call_tts(base_url: str, clip: str, out: Path) -> dict[str, Any]:
     tts = openai.TTS(base_url=base_url, api_key=API_KEY)
     frames: list[rtc.AudioFrame] = []
     try:
-        async with tts.synthesize(TTS_TEXT) as stream:
+        async with tts.synthesize(TEXT) as stream:
             async for ev in stream:
                 frames.append(ev.frame)
     finally:
@@ -155,7 +152,7 @@ async def call_tts(base_url: str, clip: str, out: Path) -> dict[str, Any]:
         raise RuntimeError("no audio frames")
     rate = save_frames(out / "tts.wav", frames)
     o = tts._opts
-    return {"audio": "tts.wav", "sample_rate": rate, "input": TTS_TEXT,
+    return {"audio": "tts.wav", "sample_rate": rate, "input": TEXT,
             "note": f"openai.TTS defaults (model {o.model}, voice {o.voice}, response_format "
                     f"{o.response_format}, stream_format sse); {len(frames)} frames"}
 
@@ -207,33 +204,15 @@ async def run_calls(base_url: str, clip: str, out: Path) -> list[dict[str, Any]]
     calls: list[dict[str, Any]] = []
     async with utils.http_context.open():
         for name, kind, fn in CALLS:
-            entry: dict[str, Any] = {"name": name, "kind": kind, "ok": False, "error": None}
-            t0 = time.monotonic()
-            try:
-                entry.update(await asyncio.wait_for(fn(base_url, clip, out), CALL_TIMEOUT_S))
-                entry["ok"] = True
-            except Exception as e:  # one call's failure must not stop the rest
-                entry["error"] = f"{type(e).__name__}: {e}"
-            entry["seconds"] = round(time.monotonic() - t0, 2)
-            print(f"{name}: {'ok' if entry['ok'] else entry['error']} ({entry['seconds']} s)",
-                  file=sys.stderr)
-            calls.append(entry)
+            await run_async_call(calls, name, kind, lambda fn=fn: fn(base_url, clip, out))
     return calls
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--base-url", required=True)
-    ap.add_argument("--clip", required=True)
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    calls = asyncio.run(run_calls(args.base_url, args.clip, out))
+    args = parse_args()
+    calls = asyncio.run(run_calls(args.base_url, args.clip, args.out))
     packages = ("livekit-agents", "livekit-plugins-openai", "livekit", "openai")
-    result = {"client": "livekit", "versions": {p: version(p) for p in packages}, "calls": calls}
-    (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
-    return 0
+    return finish(args.out, "livekit", {p: version(p) for p in packages}, calls)
 
 
 if __name__ == "__main__":

@@ -10,15 +10,11 @@ api.openai.com). A workflow echoes the transcript back (no LLM). Results go to `
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import sys
 import time
 import traceback
-import wave
 from importlib.metadata import version
-from pathlib import Path
 
 import av
 import numpy as np
@@ -28,6 +24,7 @@ from agents.voice.input import DEFAULT_SAMPLE_RATE
 from agents.voice.models import openai_model_provider as omp
 from agents.voice.models import openai_stt, openai_tts
 from agents.voice.models.openai_model_provider import OpenAIVoiceModelProvider
+from common import finish, parse_args, write_wav
 from openai import AsyncOpenAI
 
 TIMEOUT = 120.0
@@ -43,14 +40,6 @@ def decode_int16(path: str, rate: int = RATE) -> np.ndarray:
             parts += [f.to_ndarray().reshape(-1) for f in resampler.resample(frame)]
         parts += [f.to_ndarray().reshape(-1) for f in resampler.resample(None)]
     return np.concatenate(parts).astype(np.int16)
-
-
-def write_wav(path: Path, samples: np.ndarray, rate: int) -> None:
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(samples.astype("<i2").tobytes())
 
 
 class EchoWorkflow(VoiceWorkflowBase):
@@ -95,13 +84,8 @@ async def run_call(calls: list, names: list[tuple[str, str]], coro_fn) -> list[d
 
 
 async def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--base-url", required=True)
-    ap.add_argument("--clip", required=True)
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, before any call
+    args = parse_args()
+    out = args.out
     set_tracing_disabled(True)  # keep traffic on loopback
     client = AsyncOpenAI(base_url=args.base_url, api_key="unused")
     clip = decode_int16(args.clip)
@@ -130,7 +114,7 @@ async def main() -> int:
         if not wf.seen:
             stt["error"] = "workflow never received a transcription"
         audio = np.concatenate(chunks) if chunks else np.zeros(0, np.int16)
-        write_wav(out / "tts.wav", audio, RATE)
+        write_wav(out / "tts.wav", audio.astype("<i2").tobytes(), RATE)
         tts = {"name": "tts", "kind": "speech", "audio": "tts.wav", "sample_rate": RATE, "input": text,
                "note": f"pipeline TTS of the echoed transcript, pcm streamed, int16 @ {RATE} Hz; "
                        f"{len(chunks)} chunks, {audio.size} samples; lifecycle {lifecycle}; {defaults}"}
@@ -175,15 +159,8 @@ async def main() -> int:
     await run_call(calls, [("stt", "transcription"), ("tts", "speech")], voice_pipeline)
     await run_call(calls, [("stt_streamed", "transcription")], stt_streamed)
 
-    result = {"client": "openai-agents",
-              "versions": {p: version(p) for p in ("openai-agents", "openai", "websockets", "numpy", "av")},
-              "calls": calls}
-    try:
-        (out / "result.json").write_text(json.dumps(result, indent=2))
-    except OSError as e:
-        print(f"cannot write result.json: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return finish(out, "openai-agents",
+                  {p: version(p) for p in ("openai-agents", "openai", "websockets", "numpy", "av")}, calls)
 
 
 if __name__ == "__main__":

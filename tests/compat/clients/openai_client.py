@@ -4,52 +4,26 @@ Run with the openai env's interpreter:
     python openai_client.py --base-url http://127.0.0.1:PORT/v1 --clip CLIP --out DIR
 
 The client is built with its defaults (only ``base_url`` and ``api_key="unused"``). Every call runs under a
-watchdog (TIMEOUT seconds) and is recorded in ``DIR/result.json``; a failure is recorded, never raised.
+watchdog (``common.TIMEOUT_S``) and is recorded in ``DIR/result.json``; a failure is recorded, never raised.
 Models and voices are OpenAI's current default names (see each call's ``note``).
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import importlib.util
 import json
 import sys
-import threading
-import time
-import wave
 from pathlib import Path
 
 import av
 import numpy as np
 import openai
+from common import TEXT, decode_pcm16, finish, parse_args, run_call, write_wav
 from openai import OpenAI
 
-TEXT = "The birch canoe slid on the smooth planks. Glue the sheet to the dark blue background."
 QUESTION = "What is the capital of France? Answer in one sentence."
-TIMEOUT = 120.0
 RATE = 24000  # OpenAI's pcm / realtime audio/pcm contract
-
-
-def decode_pcm16(path: str, rate: int = RATE) -> bytes:
-    """The clip as mono s16le at ``rate`` (decoded and resampled with PyAV)."""
-    out = bytearray()
-    with av.open(path) as container:
-        resampler = av.AudioResampler(format="s16", layout="mono", rate=rate)
-        for frame in container.decode(audio=0):
-            for f in resampler.resample(frame):
-                out += f.to_ndarray().tobytes()
-        for f in resampler.resample(None):
-            out += f.to_ndarray().tobytes()
-    return bytes(out)
-
-
-def write_wav(path: Path, pcm: bytes, rate: int) -> None:
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(pcm)
 
 
 def probe_rate(path: Path) -> int | None:
@@ -66,41 +40,9 @@ def probe_rate(path: Path) -> int | None:
         return None
 
 
-def run_call(calls: list, name: str, kind: str, fn) -> None:
-    """Run ``fn`` (returns a dict of fields) in a watchdog thread and append its record."""
-    box: dict = {}
-
-    def target():
-        try:
-            box["fields"] = fn()
-        except BaseException as e:  # noqa: BLE001 - recorded, not raised
-            box["error"] = f"{type(e).__name__}: {e}"
-
-    t0 = time.monotonic()
-    th = threading.Thread(target=target, daemon=True)
-    th.start()
-    th.join(TIMEOUT)
-    rec = {"name": name, "kind": kind, "ok": False, "error": None}
-    if th.is_alive():
-        rec["error"] = f"TimeoutError: no result after {TIMEOUT:.0f} s"
-    elif "error" in box:
-        rec["error"] = box["error"]
-    else:
-        rec.update(box["fields"])
-        rec["ok"] = rec.get("error") is None
-    rec["seconds"] = round(time.monotonic() - t0, 2)
-    calls.append(rec)
-    print(f"{name}: {'ok' if rec['ok'] else 'FAIL ' + str(rec['error'])} ({rec['seconds']} s)", flush=True)
-
-
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--base-url", required=True)
-    ap.add_argument("--clip", required=True)
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    args = parse_args()
+    out = args.out
     client = OpenAI(base_url=args.base_url, api_key="unused")
     clip = Path(args.clip)
     calls: list = []
@@ -195,7 +137,7 @@ def main() -> int:
 
     run_call(calls, "speech_stream_sse", "speech", speech_stream_sse)
 
-    pcm_clip = decode_pcm16(str(clip))
+    pcm_clip = decode_pcm16(str(clip), RATE)
 
     def realtime_transcription():
         step = RATE * 2 // 10  # 100 ms of s16 mono
@@ -306,14 +248,7 @@ def main() -> int:
         for rec in calls[-2:]:
             rec["note"] = "client-side: this environment has no `websockets` (install openai[realtime])"
 
-    result = {"client": "openai", "versions": {"openai": openai.__version__, "numpy": np.__version__,
-                                               "av": av.__version__}, "calls": calls}
-    try:
-        (out / "result.json").write_text(json.dumps(result, indent=2))
-    except OSError as e:
-        print(f"cannot write result.json: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return finish(out, "openai", {"openai": openai.__version__, "numpy": np.__version__, "av": av.__version__}, calls)
 
 
 if __name__ == "__main__":

@@ -19,18 +19,15 @@ openai, av).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import sys
-import time
-import wave
 from collections.abc import Awaitable, Callable, Sequence
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import av
+from common import TEXT, finish, parse_args, run_async_call, write_wav
 from loguru import logger
 from pipecat.frames.frames import (
     EndFrame,
@@ -56,9 +53,7 @@ from pipecat.services.openai.stt import OpenAISTTService
 from pipecat.services.openai.tts import OpenAITTSService
 from pipecat.workers.runner import WorkerRunner
 
-TTS_TEXT = "The birch canoe slid on the smooth planks. Glue the sheet to the dark blue background."
 API_KEY = "unused"
-CALL_TIMEOUT_S = 120.0
 PARAMS = PipelineParams()  # pipecat's defaults: audio in 16 kHz, audio out 24 kHz
 
 
@@ -79,14 +74,6 @@ def audio_frames(pcm: bytes, rate: int, ms: int = 20) -> list[InputAudioRawFrame
     """``pcm`` cut into ``ms``-long input frames, as a transport would deliver it."""
     step = rate * ms // 1000 * 2
     return [InputAudioRawFrame(pcm[i : i + step], rate, 1) for i in range(0, len(pcm), step)]
-
-
-def write_wav(path: Path, pcm: bytes, rate: int) -> None:
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(pcm)
 
 
 Until = Callable[[list[Frame]], bool]
@@ -189,7 +176,7 @@ async def call_stt(base_url: str, clip: str, out: Path) -> dict[str, Any]:
 
 async def call_tts(base_url: str, clip: str, out: Path) -> dict[str, Any]:
     tts = OpenAITTSService(base_url=base_url, api_key=API_KEY)
-    got = await drive(tts, [TTSSpeakFrame(TTS_TEXT)], ends_with(TTSStoppedFrame))
+    got = await drive(tts, [TTSSpeakFrame(TEXT)], ends_with(TTSStoppedFrame))
     chunks = [f for f in got if isinstance(f, TTSAudioRawFrame)]
     if not chunks:
         raise RuntimeError("no TTSAudioRawFrame came out")
@@ -199,7 +186,7 @@ async def call_tts(base_url: str, clip: str, out: Path) -> dict[str, Any]:
     rate = rates.pop()
     write_wav(out / "tts.wav", b"".join(f.audio for f in chunks), rate)
     settings: Any = tts._settings
-    return {"audio": "tts.wav", "sample_rate": rate, "input": TTS_TEXT,
+    return {"audio": "tts.wav", "sample_rate": rate, "input": TEXT,
             "note": f"OpenAITTSService defaults (model {settings.model}, voice {settings.voice}, "
                     f"response_format pcm); {len(chunks)} frames"}
 
@@ -241,34 +228,16 @@ async def run_calls(base_url: str, clip: str, out: Path) -> list[dict[str, Any]]
     """Every call in turn, each under its timeout; a failure is recorded and the next one runs."""
     calls: list[dict[str, Any]] = []
     for name, kind, fn in CALLS:
-        entry: dict[str, Any] = {"name": name, "kind": kind, "ok": False, "error": None}
-        t0 = time.monotonic()
-        try:
-            entry.update(await asyncio.wait_for(fn(base_url, clip, out), CALL_TIMEOUT_S))
-            entry["ok"] = True
-        except Exception as e:  # one call's failure must not stop the rest
-            entry["error"] = f"{type(e).__name__}: {e}"
-        entry["seconds"] = round(time.monotonic() - t0, 2)
-        print(f"{name}: {'ok' if entry['ok'] else entry['error']} ({entry['seconds']} s)", file=sys.stderr)
-        calls.append(entry)
+        await run_async_call(calls, name, kind, lambda fn=fn: fn(base_url, clip, out))
     return calls
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--base-url", required=True)
-    ap.add_argument("--clip", required=True)
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    args = parse_args()
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
-    calls = asyncio.run(run_calls(args.base_url, args.clip, out))
-    versions = {p: version(p) for p in ("pipecat-ai", "openai")}
-    result = {"client": "pipecat", "versions": versions, "calls": calls}
-    (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
-    return 0
+    calls = asyncio.run(run_calls(args.base_url, args.clip, args.out))
+    return finish(args.out, "pipecat", {p: version(p) for p in ("pipecat-ai", "openai")}, calls)
 
 
 if __name__ == "__main__":
