@@ -23,10 +23,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from voxserve.backends.base import AsrRequest, DecodeOptions
 from voxserve.config import Settings
-from voxserve.errors import ModelUnavailable
+from voxserve.errors import ModelUnavailable, VoxserveError
 from voxserve.jobs import JobRunner, JobStore
 from voxserve.server import http_asr, http_diarize, http_jobs, http_misc, http_tts, http_web, ws_realtime, ws_tts
-from voxserve.server.context import ServerContext
+from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError, error_response
 from voxserve.server.metrics import Metrics
 from voxserve.server.security import ApiKeys, BodyLimit, ConcurrencyLimiter, QueryKeyToHeader, is_loopback
@@ -63,7 +63,10 @@ def create_app(settings: Settings, vox: Voxserve | None = None) -> FastAPI:
     for module in (http_misc, http_asr, http_diarize, http_jobs, http_tts, ws_realtime, ws_tts):
         app.include_router(module.router)
     http_web.install(app)  # the web page at / (static files under /web)
-    app.add_exception_handler(HttpError, _on_error)
+    # Errors are mapped here, once, for every route: the documented error for domain errors, a 500 without
+    # internals for anything else (voxserve.server.errors.classify holds the table).
+    for kind in (HttpError, VoxserveError, Exception):
+        app.add_exception_handler(kind, _on_error)
     app.add_exception_handler(RequestValidationError, _on_validation)
     if server.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(server.cors_origins), allow_methods=["*"], allow_headers=["*"])
@@ -119,6 +122,7 @@ async def _warm_up(ctx: ServerContext) -> None:
 
 
 async def _on_error(request: Request, exc: Exception) -> Response:
+    context(request).metrics.errors.labels(type(exc).__name__).inc()
     return error_response(exc)
 
 

@@ -47,9 +47,6 @@ async def _handle(request: Request, task: str) -> Response:
             return _stream(ctx, form, hold.pop_all())
         transcript = await _transcribe(ctx, form)
         return respond(transcript, form.response_format, form.granularities, logprobs=form.logprobs)
-    except Exception as exc:  # noqa: BLE001 - mapped to the documented error
-        ctx.metrics.errors.labels(type(exc).__name__).inc()
-        return error_response(exc)
     finally:
         hold.close()
 

@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from voxserve.formats import diarization_dict, to_rttm
 from voxserve.server.context import context
-from voxserve.server.errors import HttpError, error_response
+from voxserve.server.errors import HttpError
 from voxserve.server.forms import parse_form, speaker_fields
 from voxserve.server.http_asr import require_ready
 
@@ -22,27 +22,23 @@ async def diarization(request: Request) -> Response:
     """Multipart ``file`` plus optional ``num_speakers``, ``min_speakers``, ``max_speakers`` and
     ``response_format`` (``json``, default, or ``rttm``)."""
     ctx = context(request)
-    try:
-        require_ready(ctx)
-        with ctx.limiter.hold(ctx.client(request)):
-            form, upload = await parse_form(request)
-            fmt = form.get("response_format") or "json"
-            if fmt not in ("json", "rttm"):
-                raise HttpError(422, "response_format must be 'json' or 'rttm'", code="invalid_value",
-                                param="response_format")
-            sp = speaker_fields(form, required=True)
-            assert sp is not None
-            options = ctx.vox.diarize_options(num_speakers=sp.num_speakers, min_speakers=sp.min_speakers,
-                                              max_speakers=sp.max_speakers,
-                                              max_duration_s=ctx.settings.server.max_sync_audio_s)
-            try:
-                result = await ctx.vox.adiarize(upload.file, options)
-            finally:
-                await upload.close()
-        ctx.metrics.audio_seconds.labels("diarization", "diarize").inc(result.duration_s)
-        if fmt == "rttm":
-            return PlainTextResponse(to_rttm(result, Path(upload.filename or "audio").stem), media_type="text/plain")
-        return JSONResponse(diarization_dict(result))
-    except Exception as exc:  # noqa: BLE001 - mapped to the documented error
-        ctx.metrics.errors.labels(type(exc).__name__).inc()
-        return error_response(exc)
+    require_ready(ctx)
+    with ctx.limiter.hold(ctx.client(request)):
+        form, upload = await parse_form(request)
+        fmt = form.get("response_format") or "json"
+        if fmt not in ("json", "rttm"):
+            raise HttpError(422, "response_format must be 'json' or 'rttm'", code="invalid_value",
+                            param="response_format")
+        sp = speaker_fields(form, required=True)
+        assert sp is not None
+        options = ctx.vox.diarize_options(num_speakers=sp.num_speakers, min_speakers=sp.min_speakers,
+                                          max_speakers=sp.max_speakers,
+                                          max_duration_s=ctx.settings.server.max_sync_audio_s)
+        try:
+            result = await ctx.vox.adiarize(upload.file, options)
+        finally:
+            await upload.close()
+    ctx.metrics.audio_seconds.labels("diarization", "diarize").inc(result.duration_s)
+    if fmt == "rttm":
+        return PlainTextResponse(to_rttm(result, Path(upload.filename or "audio").stem), media_type="text/plain")
+    return JSONResponse(diarization_dict(result))

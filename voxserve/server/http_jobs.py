@@ -16,7 +16,7 @@ from voxserve.errors import InvalidInput
 from voxserve.formats import transcript_from_dict
 from voxserve.jobs import Job, JobStatus, validate_job_id
 from voxserve.server.context import ServerContext, context
-from voxserve.server.errors import HttpError, error_response
+from voxserve.server.errors import HttpError
 from voxserve.server.forms import TranscriptionForm, job_params, read_form
 from voxserve.server.http_asr import require_ready, respond, transcribe_source
 
@@ -27,19 +27,16 @@ router = APIRouter()
 async def create_job(request: Request) -> Response:
     """Queue a transcription (or, with ``task=translate``, a translation) of an uploaded file."""
     ctx = context(request)
-    try:
-        require_ready(ctx)
-        with ctx.limiter.hold(ctx.client(request)):
-            form = await read_form(request, "transcribe")
-            task = (await request.form()).get("task", "transcribe")
-            if task not in ("transcribe", "translate"):
-                raise HttpError(422, "task must be 'transcribe' or 'translate'", param="task", code="invalid_value")
-            job = await _store_upload(ctx, form, str(task))
-        assert ctx.jobs is not None
-        ctx.jobs.submit(job)
-        return JSONResponse(job.public(), status_code=202)
-    except Exception as exc:  # noqa: BLE001
-        return error_response(exc)
+    require_ready(ctx)
+    with ctx.limiter.hold(ctx.client(request)):
+        form = await read_form(request, "transcribe")
+        task = (await request.form()).get("task", "transcribe")
+        if task not in ("transcribe", "translate"):
+            raise HttpError(422, "task must be 'transcribe' or 'translate'", param="task", code="invalid_value")
+        job = await _store_upload(ctx, form, str(task))
+    assert ctx.jobs is not None
+    ctx.jobs.submit(job)
+    return JSONResponse(job.public(), status_code=202)
 
 
 async def _store_upload(ctx: ServerContext, form: TranscriptionForm, task: str) -> Job:
@@ -83,52 +80,40 @@ def _job_or_404(ctx: ServerContext, request: Request, job_id: str) -> Job:
 async def list_jobs(request: Request) -> Response:
     """The newest jobs."""
     ctx = context(request)
-    try:
-        ctx.client(request)
-        assert ctx.store is not None
-        return JSONResponse({"object": "list", "data": [j.public() for j in ctx.store.list()]})
-    except Exception as exc:  # noqa: BLE001
-        return error_response(exc)
+    ctx.client(request)
+    assert ctx.store is not None
+    return JSONResponse({"object": "list", "data": [j.public() for j in ctx.store.list()]})
 
 
 @router.get("/v1/jobs/{job_id}")
 async def get_job(request: Request, job_id: str) -> Response:
     """Status, progress (audio seconds done) and speed so far."""
     ctx = context(request)
-    try:
-        return JSONResponse(_job_or_404(ctx, request, job_id).public())
-    except Exception as exc:  # noqa: BLE001
-        return error_response(exc)
+    return JSONResponse(_job_or_404(ctx, request, job_id).public())
 
 
 @router.delete("/v1/jobs/{job_id}")
 async def cancel_job(request: Request, job_id: str) -> Response:
     """Cancel a queued or running job (finished jobs are unchanged)."""
     ctx = context(request)
-    try:
-        _job_or_404(ctx, request, job_id)
-        assert ctx.jobs is not None
-        job = ctx.jobs.cancel(job_id)
-        assert job is not None
-        return JSONResponse(job.public())
-    except Exception as exc:  # noqa: BLE001
-        return error_response(exc)
+    _job_or_404(ctx, request, job_id)
+    assert ctx.jobs is not None
+    job = ctx.jobs.cancel(job_id)
+    assert job is not None
+    return JSONResponse(job.public())
 
 
 @router.get("/v1/jobs/{job_id}/result")
 async def job_result(request: Request, job_id: str) -> Response:
     """The finished job's transcript in any response format (``?format=``, default the job's own)."""
     ctx = context(request)
-    try:
-        job = _job_or_404(ctx, request, job_id)
-        if job.status != JobStatus.SUCCEEDED or job.result is None:
-            status = 409 if not job.status.final else 410
-            raise HttpError(status, f"job {job_id} is {job.status.value}; no result", code=f"job_{job.status.value}")
-        fmt = request.query_params.get("format") or job.params.get("response_format", "json")
-        granularities = tuple(job.params.get("timestamp_granularities") or ("word", "segment"))
-        return respond(transcript_from_dict(job.result), fmt, granularities)
-    except Exception as exc:  # noqa: BLE001
-        return error_response(exc)
+    job = _job_or_404(ctx, request, job_id)
+    if job.status != JobStatus.SUCCEEDED or job.result is None:
+        status = 409 if not job.status.final else 410
+        raise HttpError(status, f"job {job_id} is {job.status.value}; no result", code=f"job_{job.status.value}")
+    fmt = request.query_params.get("format") or job.params.get("response_format", "json")
+    granularities = tuple(job.params.get("timestamp_granularities") or ("word", "segment"))
+    return respond(transcript_from_dict(job.result), fmt, granularities)
 
 
 async def run_job(ctx: ServerContext, job: Job, progress: Any) -> dict[str, Any]:

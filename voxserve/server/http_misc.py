@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from voxserve.backends.registry import ASR_MODELS
 from voxserve.server import model_names
 from voxserve.server.context import ServerContext, context
-from voxserve.server.errors import HttpError, error_response
+from voxserve.server.errors import HttpError
 
 router = APIRouter()
 _STARTED = int(time.time())
@@ -36,10 +36,7 @@ async def ready(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     """Prometheus metrics (the API key is required when keys are configured)."""
     ctx = context(request)
-    try:
-        ctx.client(request)
-    except Exception as exc:  # noqa: BLE001
-        return error_response(exc)
+    ctx.client(request)
     for service_name in ctx.vox.pool.loaded():
         ctx.metrics.queue_depth.labels(service_name).set(ctx.vox.pool.asr(service_name).queue_depth)
     ctx.metrics.inflight.set(ctx.limiter.inflight)
@@ -70,21 +67,15 @@ def _known(ctx: ServerContext) -> list[str]:
 async def list_models(request: Request) -> Response:
     """The models this server can run (registered ones, OpenAI aliases and loaded local paths)."""
     ctx = context(request)
-    try:
-        ctx.client(request)
-        return JSONResponse({"object": "list", "data": [_model(ctx, i) for i in _known(ctx)]})
-    except Exception as exc:  # noqa: BLE001
-        return error_response(exc)
+    ctx.client(request)
+    return JSONResponse({"object": "list", "data": [_model(ctx, i) for i in _known(ctx)]})
 
 
 @router.get("/v1/models/{model_id:path}")
 async def get_model(request: Request, model_id: str) -> Response:
     """One model, or 404."""
     ctx = context(request)
-    try:
-        ctx.client(request)
-        if model_id not in _known(ctx):
-            raise HttpError(404, f"the model {model_id!r} does not exist", code="model_not_found", param="model")
-        return JSONResponse(_model(ctx, model_id))
-    except Exception as exc:  # noqa: BLE001
-        return error_response(exc)
+    ctx.client(request)
+    if model_id not in _known(ctx):
+        raise HttpError(404, f"the model {model_id!r} does not exist", code="model_not_found", param="model")
+    return JSONResponse(_model(ctx, model_id))

@@ -20,7 +20,7 @@ from voxserve.audio.resample import StreamResampler
 from voxserve.audio.stream_encode import CONTENT_TYPES, STREAM_FORMATS, StreamEncoder
 from voxserve.errors import InvalidInput
 from voxserve.server.context import ServerContext, context
-from voxserve.server.errors import HttpError, error_response
+from voxserve.server.errors import HttpError
 from voxserve.server.http_asr import require_ready
 from voxserve.streaming.tts import SpeakOptions, TtsStream
 from voxserve.text.speakable import has_speech
@@ -101,9 +101,6 @@ async def speech(request: Request) -> Response:
         return StreamingResponse(out, media_type=media, background=BackgroundTask(_finish, stream, slot),
                                  headers={"X-Voxserve-Voice": info.name, "X-Voxserve-Sample-Rate": str(rate),
                                           "Cache-Control": "no-cache"})
-    except Exception as exc:  # noqa: BLE001 - mapped to the documented error
-        ctx.metrics.errors.labels(type(exc).__name__).inc()
-        return error_response(exc)
     finally:
         hold.close()
 
@@ -167,11 +164,8 @@ async def _sse(encoded: AsyncIterator[tuple[bytes, int]]) -> AsyncIterator[bytes
 async def voices(request: Request) -> Response:
     """The voices this server speaks with (the default first)."""
     ctx = context(request)
-    try:
-        ctx.client(request)
-        return JSONResponse({"object": "list", "data": [_voice(v) for v in ctx.vox.tts().voices()]})
-    except Exception as exc:  # noqa: BLE001
-        return error_response(exc)
+    ctx.client(request)
+    return JSONResponse({"object": "list", "data": [_voice(v) for v in ctx.vox.tts().voices()]})
 
 
 def _voice(v: Any) -> dict[str, Any]:
