@@ -266,7 +266,7 @@ class Voxserve:
 
             d = self.settings.diarization
             self._speakers = SpeakerModelPool(
-                SpeakerModelsConfig(d.embedder, d.workers, d.threads_per_worker, d.max_batch_size, d.max_wait_ms),
+                SpeakerModelsConfig.from_settings(d),
                 self._batch_observer,
             )
         return self._speakers

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import pytest
 pytest.importorskip("scipy")
 
 from voxserve.backends.fakes import FakeEmbedder, FakeSegmentation  # noqa: E402
+from voxserve.config import DiarizationConfig  # noqa: E402
 from voxserve.engine.executor import BlockingExecutor  # noqa: E402
 from voxserve.engine.speaker_pool import SpeakerModelPool, SpeakerModelsConfig  # noqa: E402
 from voxserve.errors import InvalidInput  # noqa: E402
@@ -38,7 +40,7 @@ SCRIPT = [("x", 0.5, 6.0), ("y", 6.5, 12.0), ("x", 12.5, 17.0), ("y", 17.5, 24.0
 def engine():
     segmentation, embedder = FakeSegmentation(), FakeEmbedder()
     pool = SpeakerModelPool(
-        SpeakerModelsConfig(max_batch_size=4, max_wait_ms=20.0),
+        replace(SpeakerModelsConfig.from_settings(DiarizationConfig()), max_batch_size=4, max_wait_ms=20.0),
         load_segmentation=lambda threads: segmentation,
         load_embedder=lambda name, threads: embedder,
     )

@@ -10,20 +10,27 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from voxserve.backends.base import EmbedderInfo, SegmentationInfo, SegmentationModel, SpeakerEmbedder
+from voxserve.config import DiarizationConfig
 from voxserve.engine.batcher import BatcherConfig, BatchObserver, MicroBatcher
 from voxserve.types import Float32Array, Priority
 
 
 @dataclass(frozen=True)
 class SpeakerModelsConfig:
-    """Placement and batching of the diarization models."""
+    """Placement and batching of the diarization models (defaults: ``DiarizationConfig``'s, via
+    :meth:`from_settings`; the settings are where each default is written)."""
 
-    embedder: str = "campplus"
-    workers: int = 1
-    threads_per_worker: int = 1
-    max_batch_size: int = 16
-    max_wait_ms: float = 10.0
+    embedder: str
+    workers: int
+    threads_per_worker: int
+    max_batch_size: int
+    max_wait_ms: float
     max_queue: int = 65536
+
+    @classmethod
+    def from_settings(cls, d: DiarizationConfig) -> SpeakerModelsConfig:
+        """The diarization section of the settings."""
+        return cls(d.embedder, d.workers, d.threads_per_worker, d.max_batch_size, d.max_wait_ms)
 
 
 @dataclass
