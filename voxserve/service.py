@@ -95,13 +95,7 @@ class Voxserve:
 
     def guard_config(self) -> GuardConfig:
         """The hallucination guard as the process settings configure it (long files and live streams)."""
-        g = self.settings.guard
-        return GuardConfig(
-            enabled=g.enabled, max_compression_ratio=g.max_compression_ratio, min_avg_logprob=g.min_avg_logprob,
-            no_speech_threshold=g.no_speech_threshold, max_words_per_minute=g.max_words_per_minute,
-            min_words_per_minute=g.min_words_per_minute, loop_words_per_s=g.loop_words_per_s,
-            loop_min_avg_logprob=g.loop_min_avg_logprob,
-        )
+        return GuardConfig.from_settings(self.settings.guard)
 
     def long_options(
         self,

@@ -15,9 +15,10 @@ and low confidence) passes with empty text.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from voxserve.backends.base import AsrResult
+from voxserve.config import GuardSettings
 from voxserve.types import SAMPLE_RATE
 
 NO_SPACE_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "my", "yue"})
@@ -62,6 +63,12 @@ class GuardConfig:
     min_word_s: float = 0.03
     loop_compression_ratio: float = 6.0
     enabled: bool = True
+
+    @classmethod
+    def from_settings(cls, settings: GuardSettings) -> GuardConfig:
+        """The guard as the process settings configure it: every field the settings name (the others are
+        tuning constants of the guard itself); ``tests/unit/test_settings_defaults.py`` checks both agree."""
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls) if f.name in type(settings).model_fields})
 
 
 @dataclass(frozen=True)
