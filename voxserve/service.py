@@ -117,11 +117,7 @@ class Voxserve:
                 language=language, task=task, prompt=prompt, temperature=temperature,
                 beam_size=s.asr.beam_size, word_timestamps=word_timestamps,
             ),
-            chunking=ChunkParams(
-                max_chunk_s=c.max_chunk_s,
-                vad=vad or VadParams(threshold=c.vad_threshold, min_silence_ms=c.min_silence_ms,
-                                     speech_pad_ms=c.speech_pad_ms),
-            ),
+            chunking=ChunkParams.from_settings(c, vad),
             guard=self.guard_config(),
             temperatures=g.temperatures,
             retry_beam_size=g.retry_beam_size,

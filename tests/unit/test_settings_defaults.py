@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from voxserve.config import DiarizationConfig, GuardSettings
+from voxserve.config import ChunkSettings, DiarizationConfig, GuardSettings
 from voxserve.engine.speaker_pool import SpeakerModelsConfig
+from voxserve.pipelines.chunking import ChunkParams
 from voxserve.pipelines.guard import GuardConfig
 
 
@@ -22,3 +23,9 @@ def test_diarization_models_follow_the_settings() -> None:
     d = DiarizationConfig()
     models = SpeakerModelsConfig.from_settings(d)
     assert (models.embedder, models.max_batch_size, models.max_wait_ms) == (d.embedder, d.max_batch_size, d.max_wait_ms)
+
+
+def test_chunking_options_and_settings_agree() -> None:
+    assert ChunkParams.from_settings(ChunkSettings()) == ChunkParams()
+    own = ChunkParams.from_settings(ChunkSettings(), vad=ChunkParams().vad.__class__(threshold=0.9))
+    assert own.vad.threshold == 0.9

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from voxserve.config import ChunkSettings
 from voxserve.pipelines.vad import VadEvent, VadParams, VadStateMachine, padded_regions, speech_regions
 from voxserve.types import SAMPLE_RATE
 
@@ -92,6 +93,13 @@ class ChunkParams:
     min_fill_s: float = 3.0
     max_join_gap_s: float = 5.0
     vad: VadParams = VadParams(threshold=0.3, min_silence_ms=300, speech_pad_ms=200)
+
+    @classmethod
+    def from_settings(cls, settings: ChunkSettings, vad: VadParams | None = None) -> ChunkParams:
+        """Chunking as the process settings configure it (``vad``: a request's own speech detection)."""
+        return cls(max_chunk_s=settings.max_chunk_s, vad=vad or VadParams(
+            threshold=settings.vad_threshold, min_silence_ms=settings.min_silence_ms,
+            speech_pad_ms=settings.speech_pad_ms))
 
     @property
     def max_samples(self) -> int:
