@@ -3,8 +3,10 @@
 Each client pins its own ``openai`` (and more), so each lives in a venv of its own, built from the registry by
 ``python tests/compat/envs.py`` (``.ci/run`` runs it) from the pinned requirements in ``tests/compat/envs/``. A
 venv is cached by the hash of its requirements under ``$VOXSERVE_COMPAT_ENVS`` (default
-``~/.cache/voxserve/compat``): a rerun with the same pins builds nothing. A build that fails leaves a
-``FAILED`` file with pip's last lines, which the tests quote when they skip.
+``~/.cache/voxserve/compat``): a rerun with the same pins builds nothing. ``envs/<name>.lock`` (when present)
+constrains every dependency to the versions the suite was last run with, so a build elsewhere resolves the
+same environment; ``python tests/compat/envs.py --lock`` rewrites the locks from the built venvs. A build that
+fails leaves a ``FAILED`` file with pip's last lines, which the tests quote when they skip.
 
 Stdlib only: it runs before (and outside) the project's own environment.
 """
@@ -30,7 +32,9 @@ def root() -> Path:
 
 def env_dir(name: str) -> Path:
     """The venv for client ``name``, named by its requirements' hash (new pins, new venv)."""
-    digest = hashlib.sha256((SPECS / f"{name}.txt").read_bytes()).hexdigest()[:12]
+    lock = SPECS / f"{name}.lock"
+    pins = (SPECS / f"{name}.txt").read_bytes() + (lock.read_bytes() if lock.exists() else b"")
+    digest = hashlib.sha256(pins).hexdigest()[:12]
     return root() / f"{name}-{digest}"
 
 
@@ -64,7 +68,7 @@ def build(name: str) -> bool:
     steps = [
         [sys.executable, "-m", "venv", str(d)],
         [str(d / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-         "-r", str(SPECS / f"{name}.txt")],
+         "-r", str(SPECS / f"{name}.txt"), *(["-c", str(lock)] if (lock := SPECS / f"{name}.lock").exists() else [])],
     ]
     for step in steps:
         run = subprocess.run(step, capture_output=True, text=True)
@@ -77,8 +81,22 @@ def build(name: str) -> bool:
     return True
 
 
+def write_lock(name: str) -> None:
+    """``envs/<name>.lock`` from the venv built for the current pins (what the suite ran with)."""
+    exe = python(name)
+    if exe is None:
+        raise SystemExit(problem(name))
+    freeze = subprocess.run([str(exe), "-m", "pip", "freeze", "--exclude-editable"], capture_output=True, text=True,
+                            check=True).stdout
+    (SPECS / f"{name}.lock").write_text(freeze)
+
+
 def main(argv: list[str]) -> int:
-    """Build the named environments (all by default); exit 1 when any failed."""
+    """Build the named environments (all by default); exit 1 when any failed. ``--lock``: write the locks."""
+    if argv[:1] == ["--lock"]:
+        for name in argv[1:] or NAMES:
+            write_lock(name)
+        return 0
     names = argv or list(NAMES)
     unknown = sorted(set(names) - set(NAMES))
     if unknown:
