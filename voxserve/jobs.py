@@ -8,6 +8,7 @@ is gone are marked ``interrupted``.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import logging
 import sqlite3
@@ -157,7 +158,7 @@ class JobStore:
         with self._locked() as db:
             db.execute(f"UPDATE jobs SET {', '.join(f'{c} = ?' for c in _COLUMNS[1:])} WHERE id = ?", (*row[1:], row[0]))
 
-    def unfinished(self) -> list[Job]:
+    def unfinished(self) -> builtins.list[Job]:  # (`list` is a method of this class)
         """Jobs that were queued or running (oldest first)."""
         with self._locked() as db:
             rows = db.execute(

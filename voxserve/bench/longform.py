@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from voxserve.bench.common import Timing, machine, timed
+from voxserve.errors import InvalidInput
 from voxserve.eval.normalize import normalize_english
 from voxserve.eval.wer import score_wer
 from voxserve.formats import text_table
@@ -128,9 +129,13 @@ class LongformBench:
         """Seconds to run the encoder once over every voxserve chunk of the files, on all workers."""
         from voxserve.audio import decode_audio
         from voxserve.backends.registry import load_vad
+        from voxserve.engine.pool import AsrService
         from voxserve.pipelines.chunking import plan_chunks
 
-        model = self.vox.asr(self.config.model).model  # in-process engine only
+        service = self.vox.asr(self.config.model)
+        if not isinstance(service, AsrService):
+            raise InvalidInput("the encoder-only bound needs the in-process engine (not Ray replicas)")
+        model = service.model
         windows: list[np.ndarray] = []
         for path in self.config.files:
             audio = decode_audio(path)
@@ -138,7 +143,9 @@ class LongformBench:
             probs = vad.probabilities(audio)
             for plan in plan_chunks(probs, len(audio), self.vox.long_options().chunking):
                 windows.append(np.concatenate([audio[p.file_start : p.file_end] for p in plan.pieces]))
-        encode = model.encode_only
+        encode = getattr(model, "encode_only", None)
+        if encode is None:
+            raise InvalidInput(f"{type(model).__name__} has no encoder-only mode")
         workers = self.vox.settings.asr.workers
         parts = [windows[i::workers] for i in range(workers)]
 

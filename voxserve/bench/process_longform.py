@@ -73,14 +73,16 @@ def compare(files: list[Path], model_dir: str, batch_sizes: tuple[int, ...] = (8
     systems: dict[str, Callable[[Path], list[str]]] = {
         "voxserve": lambda f: [sys.executable, "-m", "voxserve.cli", "transcribe", str(f), "--format", fmt, "--quiet"],
     }
+    def peer(bs: int) -> Callable[[Path], list[str]]:
+        return lambda f: [sys.executable, "-c", PEER_SCRIPT, model_dir, str(f), str(bs), "1" if words else "0"]
+
     for bs in batch_sizes:
-        systems[f"faster-whisper batched bs{bs}"] = (
-            lambda f, bs=bs: [sys.executable, "-c", PEER_SCRIPT, model_dir, str(f), str(bs), "1" if words else "0"])
+        systems[f"faster-whisper batched bs{bs}"] = peer(bs)
     report: dict[str, Any] = {"words": words, "repeats": repeats, "files": []}
     for f in files:
         audio_s = probe(f).duration_s or 0.0
         ref = f.with_suffix(".txt").read_text() if f.with_suffix(".txt").is_file() else None
-        rows = {}
+        rows: dict[str, dict[str, Any]] = {}
         for name, cmd in systems.items():
             runs = []
             for i in range(repeats):  # interleaved would be fairer to drift; sequential keeps caches honest
@@ -97,7 +99,7 @@ def compare(files: list[Path], model_dir: str, batch_sizes: tuple[int, ...] = (8
                 "load_avg": [round(r.load_avg, 2) for r in runs],
                 "same_text_every_run": len({r.text for r in runs}) == 1,
             }
-        peers = [v["wall_s"] for k, v in rows.items() if k != "voxserve"]
+        peers = [float(v["wall_s"]) for k, v in rows.items() if k != "voxserve"]
         report["files"].append({"file": str(f), "audio_s": round(audio_s, 1), "systems": rows,
                                 "ratio_to_best_peer": round(min(peers) / rows["voxserve"]["wall_s"], 2) if peers else None})
     return report

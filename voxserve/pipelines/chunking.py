@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from voxserve.config import ChunkSettings
-from voxserve.pipelines.vad import VadEvent, VadParams, VadStateMachine, padded_regions, speech_regions
+from voxserve.pipelines.vad import Scores, VadEvent, VadParams, VadStateMachine, padded_regions, speech_regions
 from voxserve.types import SAMPLE_RATE
 
 
@@ -114,7 +114,7 @@ class _Packer:
     pause; a region longer than a whole chunk with no pause in it is cut at its quietest frame.
     """
 
-    def __init__(self, probs: Sequence[float], probs_start: int, params: ChunkParams, first_index: int) -> None:
+    def __init__(self, probs: Scores, probs_start: int, params: ChunkParams, first_index: int) -> None:
         self.probs = np.asarray(probs, dtype=np.float32)
         self.probs_start = probs_start
         self.params = params
@@ -175,7 +175,7 @@ class _Packer:
 
 def pack_regions(
     regions: Sequence[tuple[int, int]],
-    probs: Sequence[float],
+    probs: Scores,
     probs_start: int,
     params: ChunkParams,
     first_index: int = 0,
@@ -189,7 +189,7 @@ def pack_regions(
 
 
 def plan_chunks(
-    probs: Sequence[float],
+    probs: Scores,
     n_samples: int,
     params: ChunkParams,
     start_sample: int = 0,
@@ -223,7 +223,7 @@ class StreamingPlanner:
         self._vad = VadStateMachine(params.vad)
         self._events: list[VadEvent] = []  # speech events that may still reach into a chunk
 
-    def feed(self, probs: Sequence[float]) -> list[ChunkPlan]:
+    def feed(self, probs: Scores) -> list[ChunkPlan]:
         """Add frames; return the chunks that are now final."""
         new = [float(p) for p in probs]
         self._probs.extend(new)

@@ -92,19 +92,19 @@ def _piece_borders(chunk: ChunkText, words: list[Word]) -> set[int]:
     return borders
 
 
+_Stats = tuple[float, float, float, float]
+"""A chunk's decoding statistics in Segment's field order: temperature, avg_logprob, compression ratio,
+no-speech probability."""
+
+
 def chunk_segments(chunk: ChunkText, floor: int, language: str, rules: SegmentRules) -> list[Segment]:
     """Segments of one chunk (ids are filled in by :func:`stitch`)."""
-    stats = dict(
-        temperature=chunk.temperature,
-        avg_logprob=chunk.avg_logprob,
-        compression_ratio=chunk.compression_ratio,
-        no_speech_prob=chunk.no_speech_prob,
-    )
+    stats: _Stats = (chunk.temperature, chunk.avg_logprob, chunk.compression_ratio, chunk.no_speech_prob)
     if not chunk.words:
         if not chunk.text.strip():
             return []
         start = max(chunk.plan.file_start, floor)
-        return [Segment(0, start, max(start, chunk.plan.file_end), chunk.text.strip(), (), chunk.tokens, **stats)]
+        return [Segment(0, start, max(start, chunk.plan.file_end), chunk.text.strip(), (), chunk.tokens, *stats)]
     words = words_to_file_time(chunk, floor)
     local = {id(w): lw for w, lw in zip(words, chunk.words)}
     borders = _piece_borders(chunk, words)
@@ -118,10 +118,10 @@ def chunk_segments(chunk: ChunkText, floor: int, language: str, rules: SegmentRu
     return segments
 
 
-def _segment(group: list[Word], local: dict[int, TimedWord], language: str, stats: dict[str, float]) -> Segment:
+def _segment(group: list[Word], local: dict[int, TimedWord], language: str, stats: _Stats) -> Segment:
     tokens = tuple(t for w in group for t in local[id(w)].tokens)
     text = _join([w.text for w in group], language)
-    return Segment(0, group[0].start, group[-1].end, text, tuple(group), tokens, **stats)
+    return Segment(0, group[0].start, group[-1].end, text, tuple(group), tokens, *stats)
 
 
 def stitch(chunks: Sequence[ChunkText], language: str, rules: SegmentRules = SegmentRules()) -> tuple[Segment, ...]:

@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from voxserve.errors import InvalidInput
-from voxserve.types import SAMPLE_RATE
+from voxserve.types import SAMPLE_RATE, Float32Array
+
+Scores = Sequence[float] | Float32Array
+"""Per-frame speech probabilities: a list (tests) or the VAD model's array."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,7 @@ class VadStateMachine:
             return self._update_speech(prob, frame_start)
         return self._update_silence(prob, frame_start)
 
-    def update_many(self, probs: Sequence[float]) -> list[VadEvent]:
+    def update_many(self, probs: Scores) -> list[VadEvent]:
         """Consume several frames."""
         events: list[VadEvent] = []
         for p in probs:
@@ -138,7 +141,7 @@ class VadStateMachine:
 
 
 def speech_regions(
-    probs: Sequence[float], params: VadParams, n_samples: int, start_sample: int = 0
+    probs: Scores, params: VadParams, n_samples: int, start_sample: int = 0
 ) -> list[tuple[int, int]]:
     """Padded, merged speech regions ``(start, end)`` in samples for a whole run of frames."""
     machine = VadStateMachine(params, start_sample)

@@ -59,7 +59,7 @@ class SessionWatch:
         if message["type"] == "websocket.disconnect":
             return None
         self.touch()
-        return message
+        return dict(message)
 
     def expired(self, now: float | None = None) -> tuple[int, str] | None:
         """The close code and reason when a timeout has passed, else None."""
