@@ -61,11 +61,11 @@ _REFERENCE_S: dict[str, float] = {}
 
 
 def reference_s(server: LiveServer, text: str) -> float:
-    """How long the server's own rendering of ``text`` lasts (median of 3: the voice's durations vary by
-    about 2 %), from a WAV whose header gives the rate."""
+    """How long the server's own rendering of ``text`` lasts (median of 5: the voice's durations vary by
+    about 3 % from one rendering to the next), from a WAV whose header gives the rate."""
     if text not in _REFERENCE_S:
         lengths = []
-        for _ in range(3):
+        for _ in range(5):
             r = httpx.post(server.url + "/v1/audio/speech", json={"input": text, "response_format": "wav"},
                            timeout=120)
             r.raise_for_status()
@@ -146,7 +146,11 @@ def test_client_call(client: str, call: str, server: LiveServer, tmp_path_factor
         assert claimed == 24000 or path.suffix == ".opus", f"{client} says {claimed} Hz; OpenAI's audio is 24 kHz"
         spoken = got.get("input") or SPEECH_INPUT  # a voice pipeline speaks what its workflow said
         seconds, expected = seconds_as_claimed(path, claimed), reference_s(server, spoken)
-        assert abs(seconds / expected - 1) < 0.05, (seconds, expected)  # plays at the right speed
+        # Plays at the right speed: within 5 % of the server's own WAV (Piper's own spread is about 3 %), plus
+        # 0.1 s for the priming and padding lossy codecs add (AAC decoded 4.69 s where WAVs gave 4.46-4.60 s).
+        # 24 kHz claimed for 22.05 kHz audio would be 8.8 % (0.4 s) short.
+        slack = 0.05 * expected + (0.1 if path.suffix in (".aac", ".mp3", ".opus", ".ogg") else 0.0)
+        assert abs(seconds - expected) <= slack, (seconds, expected)
         assert wer(spoken, transcribe_back(server, path)) <= 0.4  # measured 0.19-0.31 (test_tts_http)
     else:  # a conversation turn: a reply in text and the same reply spoken
         assert got["transcript"].strip(), got
