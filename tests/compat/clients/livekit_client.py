@@ -28,8 +28,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-import av
-from common import TEXT, finish, parse_args, run_async_call
+from common import TEXT, decode_pcm16, finish, parse_args, run_async_call
 from livekit import rtc
 from livekit.agents import stt as lk_stt
 from livekit.agents import utils
@@ -42,16 +41,8 @@ FRAME_MS = 20
 
 
 def load_frames(path: str, rate: int = RATE, ms: int = FRAME_MS) -> list[rtc.AudioFrame]:
-    """The clip as ``ms``-long 16-bit mono frames at ``rate``, decoded and resampled with av."""
-    resampler = av.AudioResampler(format="s16", layout="mono", rate=rate)
-    pcm = bytearray()
-    with av.open(path) as container:
-        for frame in container.decode(audio=0):
-            for f in resampler.resample(frame):
-                pcm += f.to_ndarray().tobytes()
-    for f in resampler.resample(None):
-        pcm += f.to_ndarray().tobytes()
-    return pcm_frames(bytes(pcm), rate, ms)
+    """The clip as ``ms``-long 16-bit mono frames at ``rate``."""
+    return pcm_frames(decode_pcm16(path, rate), rate, ms)
 
 
 def pcm_frames(pcm: bytes, rate: int, ms: int = FRAME_MS) -> list[rtc.AudioFrame]:

@@ -16,7 +16,6 @@ import time
 import traceback
 from importlib.metadata import version
 
-import av
 import numpy as np
 from agents import set_tracing_disabled
 from agents.voice import AudioInput, StreamedAudioInput, VoicePipeline, VoicePipelineConfig, VoiceWorkflowBase
@@ -24,22 +23,11 @@ from agents.voice.input import DEFAULT_SAMPLE_RATE
 from agents.voice.models import openai_model_provider as omp
 from agents.voice.models import openai_stt, openai_tts
 from agents.voice.models.openai_model_provider import OpenAIVoiceModelProvider
-from common import finish, parse_args, write_wav
+from common import decode_pcm16, finish, parse_args, write_wav
 from openai import AsyncOpenAI
 
 TIMEOUT = 120.0
 RATE = DEFAULT_SAMPLE_RATE  # the SDK's audio rate: AudioInput default, and what its pcm TTS stream carries
-
-
-def decode_int16(path: str, rate: int = RATE) -> np.ndarray:
-    """The clip as mono int16 at ``rate`` (PyAV)."""
-    parts = []
-    with av.open(path) as container:
-        resampler = av.AudioResampler(format="s16", layout="mono", rate=rate)
-        for frame in container.decode(audio=0):
-            parts += [f.to_ndarray().reshape(-1) for f in resampler.resample(frame)]
-        parts += [f.to_ndarray().reshape(-1) for f in resampler.resample(None)]
-    return np.concatenate(parts).astype(np.int16)
 
 
 class EchoWorkflow(VoiceWorkflowBase):
@@ -88,7 +76,7 @@ async def main() -> int:
     out = args.out
     set_tracing_disabled(True)  # keep traffic on loopback
     client = AsyncOpenAI(base_url=args.base_url, api_key="unused")
-    clip = decode_int16(args.clip)
+    clip = np.frombuffer(decode_pcm16(args.clip, RATE), np.int16).copy()  # the SDK takes int16 samples
     defaults = (f"SDK defaults: STT {omp.DEFAULT_STT_MODEL}, TTS {omp.DEFAULT_TTS_MODEL}, "
                 f"voice {openai_tts.DEFAULT_VOICE}")
     calls: list = []

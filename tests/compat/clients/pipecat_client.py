@@ -26,8 +26,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-import av
-from common import TEXT, finish, parse_args, run_async_call, write_wav
+from common import TEXT, decode_pcm16, finish, parse_args, run_async_call, write_wav
 from loguru import logger
 from pipecat.frames.frames import (
     EndFrame,
@@ -55,19 +54,6 @@ from pipecat.workers.runner import WorkerRunner
 
 API_KEY = "unused"
 PARAMS = PipelineParams()  # pipecat's defaults: audio in 16 kHz, audio out 24 kHz
-
-
-def load_pcm(path: str, rate: int) -> bytes:
-    """The clip as 16-bit mono PCM at ``rate``, decoded and resampled with av."""
-    resampler = av.AudioResampler(format="s16", layout="mono", rate=rate)
-    out = bytearray()
-    with av.open(path) as container:
-        for frame in container.decode(audio=0):
-            for f in resampler.resample(frame):
-                out += f.to_ndarray().tobytes()
-    for f in resampler.resample(None):
-        out += f.to_ndarray().tobytes()
-    return bytes(out)
 
 
 def audio_frames(pcm: bytes, rate: int, ms: int = 20) -> list[InputAudioRawFrame]:
@@ -162,7 +148,7 @@ def final_reply(frames: list[Frame]) -> list[Frame] | None:
 async def call_stt(base_url: str, clip: str, out: Path) -> dict[str, Any]:
     stt = OpenAISTTService(base_url=base_url, api_key=API_KEY)
     rate = PARAMS.audio_in_sample_rate
-    frames: list[Frame] = [VADUserStartedSpeakingFrame(), *audio_frames(load_pcm(clip, rate), rate),
+    frames: list[Frame] = [VADUserStartedSpeakingFrame(), *audio_frames(decode_pcm16(clip, rate), rate),
                            VADUserStoppedSpeakingFrame()]
     got = await drive(stt, frames, ends_with())  # the EndFrame flushes the segment
     texts = [f.text for f in got if isinstance(f, TranscriptionFrame)]
@@ -196,7 +182,7 @@ async def call_realtime(base_url: str, clip: str, out: Path) -> dict[str, Any]:
     llm = OpenAIRealtimeLLMService(base_url=ws_url, api_key=API_KEY)
     settings: Any = llm._settings
     rate = PARAMS.audio_in_sample_rate
-    pcm = load_pcm(clip, rate) + bytes(rate * 2 * 2)  # 2 s of silence ends the turn
+    pcm = decode_pcm16(clip, rate) + bytes(rate * 2 * 2)  # 2 s of silence ends the turn
     frames = await drive(llm, audio_frames(pcm, rate), lambda fs: final_reply(fs) is not None,
                          pace_s=0.005)
     turns = sum(isinstance(f, ProposedUserStoppedSpeakingFrame) for f in frames)
