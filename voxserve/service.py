@@ -28,7 +28,6 @@ from voxserve.config import Settings, load_settings
 from voxserve.engine.batcher import BatchObserver
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import ModelPool, Recognizer
-from voxserve.pipelines.chunking import ChunkParams
 from voxserve.pipelines.guard import GuardConfig
 from voxserve.pipelines.long_asr import LongAsrOptions, LongFileTranscriber, ProgressHook, TextHook
 from voxserve.pipelines.vad import VadParams
@@ -110,23 +109,9 @@ class Voxserve:
     ) -> LongAsrOptions:
         """Per-request options for a long file, completed from the process settings (``vad``: this request's
         speech detection instead of the settings', e.g. OpenAI's ``chunking_strategy``)."""
-        s = self.settings
-        g, c = s.guard, s.chunking
-        return LongAsrOptions(
-            decode=DecodeOptions(
-                language=language, task=task, prompt=prompt, temperature=temperature,
-                beam_size=s.asr.beam_size, word_timestamps=word_timestamps,
-            ),
-            chunking=ChunkParams.from_settings(c, vad),
-            guard=self.guard_config(),
-            temperatures=g.temperatures,
-            retry_beam_size=g.retry_beam_size,
-            loop_repetition_penalty=g.loop_repetition_penalty,
-            rechunk=g.rechunk,
-            best_of=s.asr.best_of,
-            max_duration_s=max_duration_s,
-            fit_below_s=c.fit_below_s,
-        )
+        decode = DecodeOptions(language=language, task=task, prompt=prompt, temperature=temperature,
+                               word_timestamps=word_timestamps)
+        return LongAsrOptions.from_settings(self.settings, decode, vad=vad, max_duration_s=max_duration_s)
 
     async def atranscribe(
         self,
@@ -177,17 +162,7 @@ class Voxserve:
     def live_options(self, **overrides: Any) -> LiveOptions:
         """Options of a live stream, completed from the process settings (``live.*`` and the guard);
         ``overrides`` set any :class:`LiveOptions` field (``vad``, ``decode``, ``speakers``, ...)."""
-        live = self.settings.live
-        base = LiveOptions()
-        options = replace(
-            base,
-            vad=replace(base.vad, min_speech_ms=live.min_speech_ms) if base.vad is not None else None,
-            decode=replace(base.decode, fit_step_s=live.fit_step_s),
-            partial_interval_ms=live.partial_interval_ms,
-            speaker_similarity=live.speaker_similarity,
-            guard=self.guard_config(),
-        )
-        return replace(options, **overrides)
+        return replace(LiveOptions.from_settings(self.settings.live, self.settings.guard), **overrides)
 
     def live(self, options: LiveOptions | None = None, *, model: str | None = None,
              stream_id: str | None = None) -> LiveStream:
@@ -313,10 +288,7 @@ class Voxserve:
         check_installed(name)
         pool = self.speakers()
         segmentation, embedding = await self.executor.run(lambda: (pool.segmentation(), pool.embedder(name)))
-        params = DiarizationParams.for_embedder(name, step_s=d.step_s)
-        if d.threshold is not None:
-            params = replace(params, clustering=replace(params.clustering, threshold=d.threshold))
-        diarizer = Diarizer(segmentation, embedding, self.executor, params, priority)
+        diarizer = Diarizer(segmentation, embedding, self.executor, DiarizationParams.from_settings(d, name), priority)
         if options is None:
             options = self.diarize_options(**count)
         elif count:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from voxserve.backends.asr.ctranslate2_whisper import CTranslate2Whisper, WhisperLoadConfig, _LogMel
+from voxserve.backends.asr.ctranslate2_whisper import CTranslate2Whisper, _LogMel
 from voxserve.backends.base import AsrRequest, DecodeOptions
 from voxserve.bench.gpu.random_whisper import TINY_RANDOM, build_random_whisper
 from voxserve.types import SAMPLE_RATE
@@ -45,8 +45,7 @@ def test_features_match_faster_whisper() -> None:
 
 
 def test_chunks_with_different_caps_share_one_decoder_call(tmp_path: Path) -> None:
-    model = CTranslate2Whisper(WhisperLoadConfig(
-        path=str(build_random_whisper(tmp_path / "tiny", TINY_RANDOM, quantization="float32")), name="random"))
+    model = CTranslate2Whisper(build_random_whisper(tmp_path / "tiny", TINY_RANDOM, quantization="float32"), "random")
     calls: list[int] = []
     inner = model._model
 

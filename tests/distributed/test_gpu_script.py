@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from voxserve.backends.asr.ctranslate2_whisper import CTranslate2Whisper, WhisperLoadConfig
+from voxserve.backends.asr.ctranslate2_whisper import CTranslate2Whisper
 from voxserve.backends.base import AsrRequest, DecodeOptions
 from voxserve.bench.gpu import bench
 from voxserve.bench.gpu.cublas import find_cublas12
@@ -34,7 +34,7 @@ def test_turbo_shape_matches_the_published_model() -> None:
 
 
 def test_random_model_loads_as_a_multilingual_whisper(tiny: Path) -> None:
-    model = CTranslate2Whisper(WhisperLoadConfig(path=str(tiny), name="random"))
+    model = CTranslate2Whisper(tiny, "random")
     assert model.info.multilingual and len(model.info.languages) == 100 and "yue" in model.info.languages
     audio = np.random.default_rng(0).standard_normal(5 * SAMPLE_RATE).astype(np.float32) * 0.1
     (result,) = model.transcribe_batch([AsrRequest(audio, DecodeOptions(language="en"))])
@@ -42,7 +42,7 @@ def test_random_model_loads_as_a_multilingual_whisper(tiny: Path) -> None:
 
 
 def test_fixed_decode_length(tiny: Path) -> None:
-    model = CTranslate2Whisper(WhisperLoadConfig(path=str(tiny), name="random"))
+    model = CTranslate2Whisper(tiny, "random")
     bench.fix_decode_length(model, 17)
     rng = np.random.default_rng(1)
     requests = [AsrRequest(rng.standard_normal(n * SAMPLE_RATE).astype(np.float32) * 0.1,

@@ -13,8 +13,42 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy.typing as npt
 
+from voxserve.config import AsrConfig
 from voxserve.errors import InvalidInput
 from voxserve.types import Float32Array, Task, TokenLogprob
+
+
+@dataclass(frozen=True)
+class AsrLoadOptions:
+    """Where and how a speech recogniser runs, packed once from the settings (:meth:`from_settings`) and
+    handed unchanged to the backend (in this process or on every Ray replica).
+
+    Attributes:
+        device: ``cpu``, ``cuda`` or ``auto``.
+        compute_type: the backend's compute type; ``default`` picks int8 on CPU and float16 on CUDA.
+        workers: concurrent batches inside the model (one per core is fastest on CPU).
+        threads_per_worker: threads inside one batch.
+        encode_batch_size: windows per encoder call; 0 = the backend's choice (1 on CPU, 64 on GPU).
+        device_index: the GPU when ``device`` is cuda.
+    """
+
+    device: str = AsrConfig.model_fields["device"].default
+    compute_type: str = AsrConfig.model_fields["compute_type"].default
+    workers: int = 1
+    threads_per_worker: int = AsrConfig.model_fields["threads_per_worker"].default
+    encode_batch_size: int = 0
+    device_index: int = 0
+
+    @classmethod
+    def from_settings(cls, asr: AsrConfig, *, workers: int | None = None,
+                      threads_per_worker: int | None = None) -> AsrLoadOptions:
+        """The placement the ``asr`` settings describe; a Ray replica gives its own workers and threads."""
+        return cls(
+            device=asr.device,
+            compute_type=asr.compute_type,
+            workers=asr.workers if workers is None else workers,
+            threads_per_worker=asr.threads_per_worker if threads_per_worker is None else threads_per_worker,
+        )
 
 
 @dataclass(frozen=True)

@@ -6,18 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from voxserve.backends.base import AsrModel, SegmentationModel, SpeakerEmbedder, VadModel
+from voxserve.backends.base import AsrLoadOptions, AsrModel, SegmentationModel, SpeakerEmbedder, VadModel
 from voxserve.errors import ModelUnavailable
-
-
-@dataclass(frozen=True)
-class AsrLoadOptions:
-    """Runtime placement of a speech recogniser."""
-
-    device: str = "cpu"
-    compute_type: str = "default"
-    workers: int = 1
-    threads_per_worker: int = 1
 
 
 @dataclass(frozen=True)
@@ -68,19 +58,10 @@ def resolve_asr(name_or_path: str) -> tuple[str, Path]:
 
 def load_asr(name_or_path: str, options: AsrLoadOptions = AsrLoadOptions()) -> AsrModel:
     """Load a speech recogniser by registered name or directory."""
-    from voxserve.backends.asr.ctranslate2_whisper import CTranslate2Whisper, WhisperLoadConfig
+    from voxserve.backends.asr.ctranslate2_whisper import CTranslate2Whisper
 
     name, path = resolve_asr(name_or_path)
-    return CTranslate2Whisper(
-        WhisperLoadConfig(
-            path=str(path),
-            name=name,
-            device=options.device,
-            compute_type=options.compute_type,
-            workers=options.workers,
-            threads_per_worker=options.threads_per_worker,
-        )
-    )
+    return CTranslate2Whisper(path, name, options)
 
 
 def load_vad() -> VadModel:

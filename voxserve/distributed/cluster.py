@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from voxserve.backends.base import AsrModel
-from voxserve.backends.registry import AsrLoadOptions
+from voxserve.backends.base import AsrLoadOptions
 from voxserve.config import AsrConfig, RayConfig
 from voxserve.distributed.replica import AsrReplica, ReplicaInfo, ReplicaSpec
 from voxserve.distributed.router import RayRecognizer, ReplicaObserver
@@ -79,16 +79,13 @@ def replica_spec(
     model: str, asr: AsrConfig, config: RayConfig, factory: Callable[[], AsrModel] | None = None
 ) -> ReplicaSpec:
     """What each replica of ``model`` loads: the engine's ASR settings with the per-replica workers and threads."""
-    device = asr.device
-    if config.gpus_per_replica and device == "cpu":
+    if config.gpus_per_replica and asr.device == "cpu":
         raise InvalidInput("ray.gpus_per_replica needs asr.device cuda or auto", param="device")
     return ReplicaSpec(
         model=model,
-        load=AsrLoadOptions(device, asr.compute_type, config.workers_per_replica, config.threads_per_worker),
-        batcher=BatcherConfig(
-            max_batch_size=asr.max_batch_size, max_wait_ms=asr.max_wait_ms, offline_wait_ms=asr.offline_wait_ms,
-            workers=config.workers_per_replica, max_queue=asr.max_queue,
-        ),
+        load=AsrLoadOptions.from_settings(asr, workers=config.workers_per_replica,
+                                          threads_per_worker=config.threads_per_worker),
+        batcher=BatcherConfig.from_settings(asr, workers=config.workers_per_replica),
         factory=factory,
     )
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from voxserve.backends.base import AsrModel, AsrModelInfo, AsrRequest, AsrResult, DecodeOptions
-from voxserve.backends.registry import AsrLoadOptions, load_asr
+from voxserve.backends.base import AsrLoadOptions
+from voxserve.backends.registry import load_asr
 from voxserve.engine.batcher import BatcherConfig, MicroBatcher
 from voxserve.types import SAMPLE_RATE, Priority
 
@@ -72,13 +73,7 @@ class AsrReplica:
     def __init__(self, spec: ReplicaSpec) -> None:
         self.spec = spec
         self.model: AsrModel = spec.factory() if spec.factory is not None else load_asr(spec.model, spec.load)
-        config = BatcherConfig(
-            max_batch_size=spec.batcher.max_batch_size,
-            max_wait_ms=spec.batcher.max_wait_ms,
-            offline_wait_ms=spec.batcher.offline_wait_ms,
-            workers=spec.load.workers,
-            max_queue=spec.batcher.max_queue,
-        )
+        config = replace(spec.batcher, workers=spec.load.workers)
         self.batcher: MicroBatcher[AsrRequest, AsrResult] = MicroBatcher(
             self.model.transcribe_batch, config, name=self.model.info.name
         )

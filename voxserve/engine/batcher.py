@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
+from voxserve.config import AsrConfig
 from voxserve.errors import BackendError, Overloaded
 from voxserve.types import Priority
 
@@ -37,6 +38,10 @@ class BatchObserver(Protocol):
         ...
 
 
+_ASR = AsrConfig.model_fields
+"""The batcher's defaults are the speech recogniser's settings (written once, in :mod:`voxserve.config`)."""
+
+
 @dataclass(frozen=True)
 class BatcherConfig:
     """Batching knobs.
@@ -50,11 +55,18 @@ class BatcherConfig:
         max_queue: queued items beyond which new work is refused.
     """
 
-    max_batch_size: int = 8
-    max_wait_ms: float = 10.0
-    offline_wait_ms: float = 100.0
+    max_batch_size: int = _ASR["max_batch_size"].default
+    max_wait_ms: float = _ASR["max_wait_ms"].default
+    offline_wait_ms: float = _ASR["offline_wait_ms"].default
     workers: int = 1
-    max_queue: int = 4096
+    max_queue: int = _ASR["max_queue"].default
+
+    @classmethod
+    def from_settings(cls, asr: AsrConfig, *, workers: int | None = None) -> BatcherConfig:
+        """The speech recogniser's batching as the ``asr`` settings say (a Ray replica gives its own workers)."""
+        return cls(max_batch_size=asr.max_batch_size, max_wait_ms=asr.max_wait_ms,
+                   offline_wait_ms=asr.offline_wait_ms, workers=asr.workers if workers is None else workers,
+                   max_queue=asr.max_queue)
 
 
 @dataclass(order=True)

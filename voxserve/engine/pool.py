@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from voxserve.backends.base import AsrModel, AsrModelInfo, AsrRequest, AsrResult, DecodeOptions
-from voxserve.backends.registry import AsrLoadOptions, load_asr, resolve_asr
+from voxserve.backends.base import AsrLoadOptions
+from voxserve.backends.registry import load_asr, resolve_asr
 from voxserve.config import AsrConfig
 from voxserve.engine.batcher import BatcherConfig, BatchObserver, MicroBatcher
 from voxserve.types import Priority
@@ -106,16 +107,10 @@ class ModelPool:
 
     def _load(self, name: str) -> AsrService:
         c = self.config
-        model = load_asr(name, AsrLoadOptions(c.device, c.compute_type, c.workers, c.threads_per_worker))
+        model = load_asr(name, AsrLoadOptions.from_settings(c))
         batcher: MicroBatcher[AsrRequest, AsrResult] = MicroBatcher(
             model.transcribe_batch,
-            BatcherConfig(
-                max_batch_size=c.max_batch_size,
-                max_wait_ms=c.max_wait_ms,
-                offline_wait_ms=c.offline_wait_ms,
-                workers=c.workers,
-                max_queue=c.max_queue,
-            ),
+            BatcherConfig.from_settings(c),
             name=model.info.name,
             observer=self._observer,
         )

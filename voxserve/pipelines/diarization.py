@@ -22,6 +22,7 @@ import numpy as np
 
 from voxserve.audio import decode_audio
 from voxserve.backends.base import SegmentationInfo
+from voxserve.config import DiarizationConfig
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.speaker_pool import EmbeddingService, SegmentationService
 from voxserve.errors import InvalidInput
@@ -69,6 +70,15 @@ class DiarizationParams:
         """The defaults with the clustering threshold measured for embedder ``name``."""
         clustering = ClusteringParams(threshold=THRESHOLDS.get(name, ClusteringParams().threshold))
         return replace(cls(clustering=clustering), **overrides)
+
+    @classmethod
+    def from_settings(cls, settings: DiarizationConfig, embedder: str | None = None) -> DiarizationParams:
+        """The parameters the ``diarization`` settings give for ``embedder`` (default: theirs): its measured
+        clustering threshold unless the settings fix one, and the settings' segmentation step."""
+        params = cls.for_embedder(embedder or settings.embedder, step_s=settings.step_s)
+        if settings.threshold is None:
+            return params
+        return replace(params, clustering=replace(params.clustering, threshold=settings.threshold))
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,13 @@ import numpy as np
 
 from voxserve.audio import iter_decode, probe
 from voxserve.backends.base import AsrRequest, AsrResult, DecodeOptions, VadModel
+from voxserve.config import Settings
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import Recognizer
 from voxserve.errors import Cancelled, InvalidInput
 from voxserve.pipelines.chunking import ChunkParams, ChunkPlan, StreamingPlanner, split_in_two
 from voxserve.pipelines.guard import GuardConfig, LoopEvidence, Verdict, assess, token_cap, without_repeats
+from voxserve.pipelines.vad import VadParams
 from voxserve.pipelines.stitching import ChunkText, stitch, transcript_text
 from voxserve.types import SAMPLE_RATE, ChunkReport, Priority, Transcript, TranscriptStats
 
@@ -64,6 +66,26 @@ class LongAsrOptions:
     loop_repetition_penalty: float = 1.3
     max_duration_s: float | None = None
     fit_below_s: float = 20.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings, decode: DecodeOptions, *, vad: VadParams | None = None,
+                      max_duration_s: float | None = None) -> LongAsrOptions:
+        """One request's options: its ``decode`` choices (the beam width comes from ``asr.beam_size``) and
+        ``vad`` (None = the settings' speech detection), the rest from the guard, chunking and ASR settings.
+        ``tests/unit/test_settings_defaults.py`` checks that the defaults of both agree."""
+        g, c = settings.guard, settings.chunking
+        return cls(
+            decode=replace(decode, beam_size=settings.asr.beam_size),
+            chunking=ChunkParams.from_settings(c, vad),
+            guard=GuardConfig.from_settings(g),
+            temperatures=g.temperatures,
+            rechunk=g.rechunk,
+            best_of=settings.asr.best_of,
+            retry_beam_size=g.retry_beam_size,
+            loop_repetition_penalty=g.loop_repetition_penalty,
+            max_duration_s=max_duration_s,
+            fit_below_s=c.fit_below_s,
+        )
 
 
 @dataclass

@@ -26,6 +26,7 @@ import numpy as np
 
 from voxserve.audio.ring_buffer import RingBuffer
 from voxserve.backends.base import AsrRequest, AsrResult, DecodeOptions, VadModel
+from voxserve.config import GuardSettings, LiveConfig
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import Recognizer
 from voxserve.errors import InvalidInput, Overloaded, VoxserveError
@@ -58,6 +59,10 @@ log = logging.getLogger(__name__)
 _item_ids = itertools.count(1)
 
 
+_LIVE = LiveConfig.model_fields
+"""Defaults a stream shares with the ``live`` settings are written once, there."""
+
+
 @dataclass(frozen=True)
 class LiveOptions:
     """Per-stream options.
@@ -85,11 +90,13 @@ class LiveOptions:
             for word timing: about 65 ms more per utterance on a CPU core).
     """
 
-    vad: VadParams | None = field(default_factory=lambda: VadParams(min_speech_ms=100, min_silence_ms=500))
+    vad: VadParams | None = field(default_factory=lambda: VadParams(min_speech_ms=_LIVE["min_speech_ms"].default,
+                                                                    min_silence_ms=500))
     prefix_padding_ms: int = 300
     end_padding_ms: int = 150
-    decode: DecodeOptions = field(default_factory=lambda: DecodeOptions(window="fit", fit_step_s=5.0, word_timestamps=False))
-    partial_interval_ms: int = 600
+    decode: DecodeOptions = field(default_factory=lambda: DecodeOptions(
+        window="fit", fit_step_s=_LIVE["fit_step_s"].default, word_timestamps=False))
+    partial_interval_ms: int = _LIVE["partial_interval_ms"].default
     max_utterance_s: float = 28.0
     max_prompt_chars: int = 224
     prompt_gap_s: float = 2.0
@@ -98,10 +105,24 @@ class LiveOptions:
     retry_windows: tuple[tuple[str, float], ...] = (("fit", 10.0), ("full", 30.0))
     guard: GuardConfig = field(default_factory=GuardConfig)
     speakers: bool = False
-    speaker_similarity: float = 0.7
+    speaker_similarity: float = _LIVE["speaker_similarity"].default
     speaker_min_s: float = 2.0
     priority: Priority = Priority.LIVE
     logprobs: bool = False
+
+    @classmethod
+    def from_settings(cls, live: LiveConfig, guard: GuardSettings) -> LiveOptions:
+        """A stream's options as the ``live`` and ``guard`` settings configure them (the other fields are the
+        stream protocol's own defaults); ``tests/unit/test_settings_defaults.py`` checks both agree."""
+        base = cls()
+        return replace(
+            base,
+            vad=replace(base.vad, min_speech_ms=live.min_speech_ms) if base.vad is not None else None,
+            decode=replace(base.decode, fit_step_s=live.fit_step_s),
+            partial_interval_ms=live.partial_interval_ms,
+            speaker_similarity=live.speaker_similarity,
+            guard=GuardConfig.from_settings(guard),
+        )
 
 
 SpeakerEmbedder = Callable[[np.ndarray], Awaitable[np.ndarray]]

@@ -24,7 +24,7 @@ import numpy as np
 
 from voxserve.backends.asr.options import check_decode_options
 from voxserve.backends.asr.whisper_words import words_from_alignment
-from voxserve.backends.base import AsrModelInfo, AsrRequest, AsrResult, DecodeOptions
+from voxserve.backends.base import AsrLoadOptions, AsrModelInfo, AsrRequest, AsrResult, DecodeOptions
 from voxserve.errors import BackendError, ModelUnavailable
 from voxserve.types import SAMPLE_RATE, Float32Array
 
@@ -35,56 +35,32 @@ MAX_TEXT_TOKENS = 448
 _LANG_TOKEN = re.compile(r"^<\|([a-z]{2,3})\|>$")
 
 
-@dataclass(frozen=True)
-class WhisperLoadConfig:
-    """Load-time options of the CTranslate2 Whisper backend.
-
-    Attributes:
-        path: the model directory.
-        name: the name the model is served under.
-        device: ``cpu``, ``cuda`` or ``auto``.
-        compute_type: CTranslate2 compute type; ``default`` picks int8 on CPU and float16 on CUDA.
-        workers: concurrent batches (CTranslate2 ``inter_threads``): one per core is fastest on CPU.
-        threads_per_worker: threads inside one batch (``intra_threads``).
-        encode_batch_size: windows encoded per encoder call (1 on CPU, the whole batch on GPU).
-        device_index: GPU index when ``device`` is cuda.
-    """
-
-    path: str
-    name: str = "whisper"
-    device: str = "cpu"
-    compute_type: str = "default"
-    workers: int = 1
-    threads_per_worker: int = 1
-    encode_batch_size: int = 0
-    device_index: int = 0
-
-
 class CTranslate2Whisper:
     """A Whisper model on CTranslate2 implementing :class:`voxserve.backends.base.AsrModel`."""
 
-    def __init__(self, config: WhisperLoadConfig) -> None:
+    def __init__(self, path: str | Path, name: str = "whisper", options: AsrLoadOptions = AsrLoadOptions()) -> None:
+        """Load the CTranslate2 Whisper directory ``path``, served as ``name``, placed as ``options`` say."""
         import ctranslate2
         import tokenizers
 
-        directory = Path(config.path)
+        directory = Path(path)
         for required in ("model.bin", "config.json", "tokenizer.json"):
             if not (directory / required).is_file():
                 raise ModelUnavailable(f"{directory} is not a CTranslate2 Whisper directory: {required} is missing")
-        device = config.device
+        device = options.device
         if device == "auto":
             device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
-        compute_type = config.compute_type
+        compute_type = options.compute_type
         if compute_type == "default":
             compute_type = "int8" if device == "cpu" else "float16"
         try:
             self._model = ctranslate2.models.Whisper(
                 str(directory),
                 device=device,
-                device_index=config.device_index,
+                device_index=options.device_index,
                 compute_type=compute_type,
-                inter_threads=max(1, config.workers),
-                intra_threads=max(1, config.threads_per_worker),
+                inter_threads=max(1, options.workers),
+                intra_threads=max(1, options.threads_per_worker),
             )
         except (RuntimeError, ValueError) as exc:
             raise ModelUnavailable(f"cannot load Whisper model from {directory}: {exc}") from exc
@@ -92,14 +68,14 @@ class CTranslate2Whisper:
         self.directory = directory
         self.device = device
         self.compute_type = compute_type
-        self._encode_batch = config.encode_batch_size or (1 if device == "cpu" else 64)
+        self._encode_batch = options.encode_batch_size or (1 if device == "cpu" else 64)
         self._tokenizer = tokenizers.Tokenizer.from_file(str(directory / "tokenizer.json"))
         self._n_mels = self._read_n_mels(directory)
         self._features = _feature_extractor(self._n_mels)
         self._special = self._special_tokens()
         languages = tuple(sorted(self._language_tokens()))
         self._info = AsrModelInfo(
-            name=config.name,
+            name=name,
             multilingual=bool(self._model.is_multilingual),
             window_samples=WINDOW_S * SAMPLE_RATE,
             max_text_tokens=MAX_TEXT_TOKENS,

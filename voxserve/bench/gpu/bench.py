@@ -227,14 +227,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_steps(model_dir: Path, args: argparse.Namespace, report: dict[str, Any], log: Any, t0: float) -> Any:
     """Engine at each batch size, then the pipeline at the best one; returns the capacity document."""
-    from voxserve.backends.asr.ctranslate2_whisper import CTranslate2Whisper, WhisperLoadConfig
+    from voxserve.backends.asr.ctranslate2_whisper import CTranslate2Whisper
+    from voxserve.backends.base import AsrLoadOptions
     from voxserve.bench.common import machine
     from voxserve.distributed.planner import SCHEMA
 
     started = time.perf_counter()
-    model = CTranslate2Whisper(WhisperLoadConfig(
-        path=str(model_dir), name="random-large-v3-turbo", device=args.device, compute_type=args.compute_type,
-        workers=args.workers))
+    model = CTranslate2Whisper(model_dir, "random-large-v3-turbo", AsrLoadOptions(
+        device=args.device, compute_type=args.compute_type, workers=args.workers))
     fix_decode_length(model, args.decode_tokens)
     log(f"loaded on {args.device} ({args.compute_type}) in {time.perf_counter() - started:.1f} s")
     audio = long_audio(args.minutes)
