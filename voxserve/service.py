@@ -20,8 +20,11 @@ import threading
 from collections.abc import Coroutine
 from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
+import numpy as np
+
+from voxserve.audio import AudioSource, decode_audio
 from voxserve.backends.base import DecodeOptions
 from voxserve.backends.registry import load_vad
 from voxserve.config import Settings, load_settings
@@ -34,13 +37,17 @@ from voxserve.pipelines.vad import VadParams
 from voxserve.streaming.live_asr import LiveOptions, LiveStream, LiveTranscriber
 from voxserve.streaming.tts import SpeakOptions, TtsStream
 from voxserve.streaming.tts_service import DEFAULT_OPTIONS, SynthesisResult, TtsService, build_tts_service
-from voxserve.types import Diarization, Priority, Task, Transcript
+from voxserve.types import Diarization, Float32Array, Priority, Task, Transcript
 
 if TYPE_CHECKING:
     from voxserve.distributed.cluster import ReplicaPool
     from voxserve.pipelines.diarization import DiarizeOptions
 
 T = TypeVar("T")
+
+Source: TypeAlias = AudioSource | Float32Array
+"""What a file job reads: a path, bytes or a binary file object (any common container), or 16 kHz mono
+float32 samples already decoded."""
 
 
 class Voxserve:
@@ -115,7 +122,7 @@ class Voxserve:
 
     async def atranscribe(
         self,
-        source: Any,
+        source: Source,
         options: LongAsrOptions | None = None,
         *,
         speakers: DiarizeOptions | bool | None = None,
@@ -126,7 +133,7 @@ class Voxserve:
         priority: Priority = Priority.OFFLINE,
         **overrides: Any,
     ) -> Transcript:
-        """Transcribe a file of any length: a path, bytes or a binary file object, any common container.
+        """Transcribe a file of any length (:data:`Source`: a path, bytes, a binary file object, or samples).
 
         Args:
             options: the pipeline's options; None = :meth:`long_options` with ``overrides`` (``language``,
@@ -153,7 +160,7 @@ class Voxserve:
         transcriber = LongFileTranscriber(self.asr(model), self.executor, load_vad, priority)
         return await transcriber.run(source, options, progress, on_text)
 
-    def transcribe(self, source: Any, options: LongAsrOptions | None = None, **kwargs: Any) -> Transcript:
+    def transcribe(self, source: Source, options: LongAsrOptions | None = None, **kwargs: Any) -> Transcript:
         """Synchronous :meth:`atranscribe`."""
         return self._sync(self.atranscribe(source, options, **kwargs))
 
@@ -264,7 +271,7 @@ class Voxserve:
 
     async def adiarize(
         self,
-        source: Any,
+        source: Source,
         options: DiarizeOptions | None = None,
         *,
         embedder: str | None = None,
@@ -295,13 +302,13 @@ class Voxserve:
             raise TypeError("give either options or speaker-count keywords, not both")
         return await diarizer.run(source, options, progress)
 
-    def diarize(self, source: Any, options: DiarizeOptions | None = None, **kwargs: Any) -> Diarization:
+    def diarize(self, source: Source, options: DiarizeOptions | None = None, **kwargs: Any) -> Diarization:
         """Synchronous :meth:`adiarize`."""
         return self._sync(self.adiarize(source, options, **kwargs))
 
     async def _with_speakers(
         self,
-        source: Any,
+        source: Source,
         options: LongAsrOptions,
         diarize: DiarizeOptions | None,
         *,
@@ -314,11 +321,13 @@ class Voxserve:
         timestamps give word-level speakers; without them a segment gets the speaker overlapping it most)."""
         from voxserve.pipelines.speaker_words import assign_speakers
 
-        if hasattr(source, "read"):  # both pipelines read the source: keep one copy of a stream's bytes
-            source = await self.executor.run(source.read)
+        if isinstance(source, np.ndarray):
+            audio = source
+        else:  # both pipelines need the samples: decode the file once
+            audio = await self.executor.run(decode_audio, source, max_duration_s=options.max_duration_s)
         transcript, diarization = await asyncio.gather(
-            self.atranscribe(source, options, model=model, progress=progress, priority=priority),
-            self.adiarize(source, diarize, embedder=embedder, priority=priority),
+            self.atranscribe(audio, options, model=model, progress=progress, priority=priority),
+            self.adiarize(audio, diarize, embedder=embedder, priority=priority),
         )
         return assign_speakers(transcript, diarization)
 

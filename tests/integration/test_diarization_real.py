@@ -63,9 +63,18 @@ def two_speakers(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> tu
     return path, start, start + len(reader) / SR
 
 
-def test_diarized_transcript_puts_the_right_speaker_on_words(vox: Voxserve, two_speakers: tuple[Path, float, float]) -> None:
+def test_diarized_transcript_puts_the_right_speaker_on_words(
+    vox: Voxserve, two_speakers: tuple[Path, float, float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import voxserve.audio.decode as decode
+
+    opened: list[object] = []
+    real_open = decode._open_source
+    monkeypatch.setattr(decode, "_open_source", lambda source: opened.append(source) or real_open(source))
     path, start, end = two_speakers
-    t = asyncio.run(vox.atranscribe(path, vox.long_options(), speakers=True))
+    with path.open("rb") as file:
+        t = asyncio.run(vox.atranscribe(file, vox.long_options(), speakers=True))
+    assert len(opened) == 1  # transcription and diarization share one decode of the file
     assert t.diarization is not None and len(t.diarization.speakers) == 2
     reader = [w for w in t.words if start <= (w.start_s + w.end_s) / 2 <= end]
     president = [w for w in t.words if w not in reader]

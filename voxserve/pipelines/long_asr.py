@@ -19,7 +19,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -156,13 +156,14 @@ class LongFileTranscriber:
         progress: ProgressHook | None = None,
         on_text: TextHook | None = None,
     ) -> Transcript:
-        """Transcribe ``source`` (path, bytes or binary file object)."""
+        """Transcribe ``source``: a path, bytes or binary file object (decoded as it is read), or audio
+        already decoded to 16 kHz mono float32 (a 1-D array)."""
         started = time.monotonic()
         self.asr.check_options(options.decode)
-        info = await self.executor.run(probe, source)
-        if options.max_duration_s and info.duration_s and info.duration_s > options.max_duration_s:
+        duration_s = await self.executor.run(_duration_s, source)
+        if options.max_duration_s and duration_s and duration_s > options.max_duration_s:
             raise InvalidInput(
-                f"audio is {info.duration_s:.0f} s long; the limit is {options.max_duration_s:.0f} s",
+                f"audio is {duration_s:.0f} s long; the limit is {options.max_duration_s:.0f} s",
                 param="file",
                 code="audio_too_long",
             )
@@ -170,7 +171,7 @@ class LongFileTranscriber:
         stop = threading.Event()
         producer = asyncio.ensure_future(self.executor.run(self._produce, source, options, queue, asyncio.get_running_loop(), stop))
         try:
-            tracker = _Progress(progress, info.duration_s or 0.0, on_text)
+            tracker = _Progress(progress, duration_s or 0.0, on_text)
             outcomes, n_samples = await self._consume(queue, options, tracker)
         finally:
             stop.set()
@@ -210,7 +211,7 @@ class LongFileTranscriber:
         frame = vad.frame_samples
         planner = StreamingPlanner(options.chunking)
         buffer, buffer_start, total, tail = np.zeros(0, np.float32), 0, 0, np.zeros(0, np.float32)
-        for block in iter_decode(source, block_samples=_BLOCK_SAMPLES, max_duration_s=options.max_duration_s):
+        for block in _blocks(source, options.max_duration_s):
             if stop.is_set():
                 raise Cancelled("transcription cancelled")
             total += len(block)
@@ -471,3 +472,22 @@ def _cut(buffer: np.ndarray, buffer_start: int, plan: ChunkPlan) -> np.ndarray:
     """The audio of a plan's pieces, joined, from a buffer that starts at ``buffer_start``."""
     parts = [buffer[p.file_start - buffer_start : p.file_end - buffer_start] for p in plan.pieces]
     return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
+
+
+def _duration_s(source: Any) -> float | None:
+    """The length of a source in seconds (from its container, or the samples of decoded audio)."""
+    if isinstance(source, np.ndarray):
+        return len(source) / SAMPLE_RATE
+    return probe(source).duration_s
+
+
+def _blocks(source: Any, max_duration_s: float | None) -> Iterator[np.ndarray]:
+    """A source's audio in blocks of ``_BLOCK_SAMPLES``: decoded as it is read, or sliced when decoded already."""
+    if not isinstance(source, np.ndarray):
+        yield from iter_decode(source, block_samples=_BLOCK_SAMPLES, max_duration_s=max_duration_s)
+        return
+    if source.ndim != 1 or not len(source):
+        raise InvalidInput("decoded audio must be a non-empty 1-D array of 16 kHz samples", param="file")
+    audio = np.ascontiguousarray(source, dtype=np.float32)
+    for start in range(0, len(audio), _BLOCK_SAMPLES):
+        yield audio[start:start + _BLOCK_SAMPLES]
