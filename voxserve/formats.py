@@ -152,12 +152,13 @@ _WRITERS: dict[str, Callable[[Transcript], str]] = {
     "srt": to_srt,
     "vtt": to_vtt,
     "diarized_json": lambda t: json.dumps(to_diarized_json(t), ensure_ascii=False, indent=2) + "\n",
-    "rttm": lambda t: to_rttm(_turns_of(t)),
 }
 
 
-def render(t: Transcript, fmt: str) -> str:
-    """The transcript in one of :data:`FORMATS`."""
+def render(t: Transcript, fmt: str, file_id: str = "audio") -> str:
+    """The transcript in one of :data:`FORMATS` (``file_id``: the file name field of RTTM)."""
+    if fmt == "rttm":
+        return to_rttm(_turns_of(t), file_id)
     writer = _WRITERS.get(fmt)
     if writer is None:
         raise InvalidInput(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", param="response_format")

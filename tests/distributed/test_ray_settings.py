@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from voxserve.cli import build_parser
-from voxserve.cli.scale import ray_overrides
+from voxserve.cli.common import ray_overrides
 from voxserve.config import AsrConfig, RayConfig, load_settings
 from voxserve.distributed.cluster import actor_options, replica_spec
 from voxserve.errors import InvalidInput

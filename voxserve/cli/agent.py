@@ -17,7 +17,7 @@ import numpy as np
 
 from voxserve.audio import decode_audio
 from voxserve.audio.encode import encode_audio
-from voxserve.cli.speak import output_format
+from voxserve.cli.common import output_format
 from voxserve.config import load_settings
 from voxserve.errors import BackendError, InvalidInput
 from voxserve.service import Voxserve

@@ -1,20 +1,21 @@
-"""``voxserve bench ...``: side-by-side benchmarks against peers, in one process run."""
+"""``voxserve bench ...``: side-by-side benchmarks against peers, in one process run (``bench diarize`` and
+``bench scale`` register on the same group from their own modules)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from voxserve.bench.common import write_report
+from voxserve.cli.common import add_engine_args, engine_settings
 from voxserve.errors import InvalidInput
 from voxserve.service import Voxserve
 
 
-def add_bench_commands(sub: Any, engine_args: Callable[[argparse.ArgumentParser], None], settings: Callable[..., Any]) -> None:
-    """Register the ``bench`` subcommands."""
+def add_bench_commands(sub: Any) -> Any:
+    """Register ``voxserve bench`` and its subcommands here; returns the group, for the others to join."""
     bench = sub.add_parser("bench", help="benchmarks against peer systems")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True)
 
@@ -25,16 +26,16 @@ def add_bench_commands(sub: Any, engine_args: Callable[[argparse.ArgumentParser]
     p.add_argument("--language", help="pass a language to every system (default: each detects it)")
     p.add_argument("--no-words", action="store_true", help="no word timestamps for any system")
     p.add_argument("--json", help="write the report here")
-    engine_args(p)
-    p.set_defaults(func=lambda a: cmd_longform(a, settings(a)))
+    add_engine_args(p)
+    p.set_defaults(func=cmd_longform)
 
     srv = bench_sub.add_parser("server", help="concurrent HTTP clients vs faster-whisper per request")
     srv.add_argument("files", nargs="*", metavar="FILE", help="audio files (default: the corpus asr/ clips)")
     srv.add_argument("--clients", default="1,8", help="comma-separated client counts")
     srv.add_argument("--requests", type=int, default=8, help="requests per client")
     srv.add_argument("--json", help="write the report here")
-    engine_args(srv)
-    srv.set_defaults(func=lambda a: cmd_server(a, settings(a)))
+    add_engine_args(srv)
+    srv.set_defaults(func=cmd_server)
 
     t = bench_sub.add_parser("tts", help="streaming synthesis: TTFB and real-time streams vs Piper per request")
     t.add_argument("--streams", type=int, default=16, help="the highest number of concurrent streams tried")
@@ -50,13 +51,6 @@ def add_bench_commands(sub: Any, engine_args: Callable[[argparse.ArgumentParser]
     t.add_argument("--json", help="write the report here")
     t.set_defaults(func=cmd_tts)
 
-    from voxserve.cli.bench_diarize import add_bench_diarize
-
-    add_bench_diarize(bench_sub, engine_args, settings)
-    from voxserve.bench.scale import add_bench_scale
-
-    add_bench_scale(bench_sub, engine_args, settings)
-
     lv = bench_sub.add_parser("live", help="simulated microphones over WebSockets (vs WhisperLive)")
     lv.add_argument("--streams", default="1,2,4,8", help="comma-separated concurrency levels")
     lv.add_argument("--seconds", type=float, default=30.0, help="audio per stream")
@@ -64,8 +58,8 @@ def add_bench_commands(sub: Any, engine_args: Callable[[argparse.ArgumentParser]
     lv.add_argument("--half", choices=("tune", "check"), help="only clips of this half of the corpus split")
     lv.add_argument("--whisperlive-python", help="a Python with whisper-live installed, to run it side by side")
     lv.add_argument("--json", help="write the report here")
-    engine_args(lv)
-    lv.set_defaults(func=lambda a: cmd_live(a, settings(a)))
+    add_engine_args(lv)
+    lv.set_defaults(func=cmd_live)
 
     ag = bench_sub.add_parser("agent", help="voice agent: end of speech -> first reply audio over spoken turns")
     ag.add_argument("--rounds", type=int, default=2, help="conversations of the scripted turns (fresh sessions)")
@@ -73,8 +67,8 @@ def add_bench_commands(sub: Any, engine_args: Callable[[argparse.ArgumentParser]
     ag.add_argument("--llm-url", help="an OpenAI-compatible chat endpoint instead of the embedded LLM")
     ag.add_argument("--voice", help="the voice that speaks the questions")
     ag.add_argument("--json", help="write the report here")
-    engine_args(ag)
-    ag.set_defaults(func=lambda a: cmd_agent(a, settings(a)))
+    add_engine_args(ag)
+    ag.set_defaults(func=cmd_agent)
 
     sk = bench_sub.add_parser("soak", help="live streams at real-time pace + uploads for a while: no text lost or "
                               "mixed, memory and fds back to baseline (docs/reliability.md)")
@@ -104,9 +98,10 @@ def add_bench_commands(sub: Any, engine_args: Callable[[argparse.ArgumentParser]
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--half", choices=("tune", "check"), help="only clips of this half of the corpus split")
     m.set_defaults(func=cmd_make_long)
+    return bench_sub
 
 
-def cmd_longform(args: argparse.Namespace, settings: Any) -> int:
+def cmd_longform(args: argparse.Namespace) -> int:
     """Run the long-file benchmark and print its table."""
     from voxserve.bench.longform import LongformBench, LongformConfig, format_longform
 
@@ -114,6 +109,7 @@ def cmd_longform(args: argparse.Namespace, settings: Any) -> int:
     for f in files:
         if not f.is_file():
             raise InvalidInput(f"{f} does not exist")
+    settings = engine_settings(args)
     config = LongformConfig(
         files=files,
         repeats=max(1, args.repeats),
@@ -134,12 +130,13 @@ def cmd_longform(args: argparse.Namespace, settings: Any) -> int:
     return 0
 
 
-def cmd_agent(args: argparse.Namespace, settings: Any) -> int:
+def cmd_agent(args: argparse.Namespace) -> int:
     """Run the voice agent benchmark and print its tables."""
     from voxserve.bench.agent import AgentBenchConfig, format_agent_report, run_agent_bench
 
     if args.rounds < 1:
         raise InvalidInput("--rounds must be at least 1")
+    settings = engine_settings(args)
     if args.llm_url:
         settings = settings.model_copy(update={"agent": settings.agent.model_copy(update={"llm_url": args.llm_url})})
     config = AgentBenchConfig(rounds=args.rounds, knowledge_dir=args.knowledge, voice=args.voice)
@@ -179,7 +176,7 @@ def cmd_make_long(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_server(args: argparse.Namespace, settings: Any) -> int:
+def cmd_server(args: argparse.Namespace) -> int:
     """Run the server benchmark and print its table."""
     import tempfile
 
@@ -192,6 +189,7 @@ def cmd_server(args: argparse.Namespace, settings: Any) -> int:
         if corpus is None:
             raise InvalidInput("no files given and no corpus folder found")
         files = [i.audio for i in find_items(corpus, ("asr",))]
+    settings = engine_settings(args)
     with tempfile.TemporaryDirectory() as data_dir:
         run_settings = settings.model_copy(
             update={"server": settings.server.model_copy(update={"data_dir": data_dir, "api_keys": ()})}
@@ -233,7 +231,7 @@ def cmd_tts(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_live(args: argparse.Namespace, settings: Any) -> int:
+def cmd_live(args: argparse.Namespace) -> int:
     """Run the live benchmark and print its table."""
     import tempfile
 
@@ -249,6 +247,7 @@ def cmd_live(args: argparse.Namespace, settings: Any) -> int:
     if not items:
         raise InvalidInput(f"no English clips with references under {root}")
     clips = [(i.audio, i.reference.read_text(encoding="utf-8").strip()) for i in items]
+    settings = engine_settings(args)
     with tempfile.TemporaryDirectory() as data_dir:
         run_settings = settings.model_copy(update={
             "server": settings.server.model_copy(update={"data_dir": data_dir, "api_keys": ()}),

@@ -6,33 +6,31 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from voxserve.cli.common import add_engine_args, engine_settings
 from voxserve.errors import InvalidInput
 from voxserve.eval.corpus import default_corpus, find_items
 from voxserve.service import Voxserve
 
 
-def add_eval_commands(sub: Any, engine_args: Callable[[argparse.ArgumentParser], None], settings: Callable[..., Any]) -> None:
-    """Register ``eval asr`` on the CLI."""
+def add_eval_commands(sub: Any) -> Any:
+    """Register ``voxserve eval`` and ``eval asr``; returns the group, for the others to join."""
     ev = sub.add_parser("eval", help="score quality on a corpus with references")
     ev_sub = ev.add_subparsers(dest="eval_command", required=True)
-    from voxserve.cli.eval_diarization import add_eval_diarization
-
-    add_eval_diarization(ev_sub, engine_args, settings)
     p = ev_sub.add_parser("asr", help="word error rate per file and pooled")
     p.add_argument("--corpus", help="corpus folder (default: ../shared/corpus when present)")
     p.add_argument("--subsets", default="asr,long", help="comma-separated subfolders (asr, long, lang)")
     p.add_argument("--detect-language", action="store_true", help="do not pass the known language")
     p.add_argument("--json", help="also write the per-file results to this JSON file")
-    engine_args(p)
-    p.set_defaults(func=lambda a: cmd_eval_asr(a, settings(a)))
+    add_engine_args(p)
+    p.set_defaults(func=cmd_eval_asr)
+    return ev_sub
 
 
-def cmd_eval_asr(args: argparse.Namespace, settings: Any) -> int:
+def cmd_eval_asr(args: argparse.Namespace) -> int:
     """Run the ASR evaluation and print the table."""
     from voxserve.eval.asr_eval import evaluate_asr, format_report
 
@@ -42,7 +40,7 @@ def cmd_eval_asr(args: argparse.Namespace, settings: Any) -> int:
     items = find_items(root, tuple(s.strip() for s in args.subsets.split(",") if s.strip()))
     if not items:
         raise InvalidInput(f"no audio files with .txt references under {root}")
-    vox = Voxserve(settings)
+    vox = Voxserve(engine_settings(args))
     try:
         vox.asr(args.model)
         evaluation = asyncio.run(evaluate_asr(vox, items, model=args.model, language_hint=not args.detect_language))

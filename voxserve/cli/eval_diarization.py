@@ -7,28 +7,28 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from voxserve.cli.common import add_engine_args, engine_settings
 from voxserve.errors import InvalidInput
 from voxserve.eval.corpus import default_corpus
 from voxserve.service import Voxserve
 
 
-def add_eval_diarization(ev_sub: Any, engine_args: Callable[[argparse.ArgumentParser], None], settings: Callable[..., Any]) -> None:
+def add_eval_diarization(ev_sub: Any) -> None:
     """Register ``eval diarization``."""
     p = ev_sub.add_parser("diarization", help="diarization error rate per file and pooled, JER, speed")
     p.add_argument("--corpus", help="folder with audio + .rttm files, or a corpus with diar/ (default: ../shared/corpus)")
     p.add_argument("--embedder", help="speaker embedder (default: the configured one)")
     p.add_argument("--oracle-count", action="store_true", help="give each file its reference number of speakers")
     p.add_argument("--json", help="also write the per-file results to this JSON file")
-    engine_args(p)
-    p.set_defaults(func=lambda a: cmd_eval_diarization(a, settings(a)))
+    add_engine_args(p)
+    p.set_defaults(func=cmd_eval_diarization)
 
 
-def cmd_eval_diarization(args: argparse.Namespace, settings: Any) -> int:
+def cmd_eval_diarization(args: argparse.Namespace) -> int:
     """Run the diarization evaluation and print the table."""
     from voxserve.eval.diarization_eval import diarization_items, evaluate_diarization, format_report
 
@@ -38,7 +38,7 @@ def cmd_eval_diarization(args: argparse.Namespace, settings: Any) -> int:
     items = diarization_items(root)
     if not items:
         raise InvalidInput(f"no audio files with .rttm references under {root}")
-    vox = Voxserve(settings)
+    vox = Voxserve(engine_settings(args))
     try:
         evaluation = asyncio.run(evaluate_diarization(vox, items, embedder=args.embedder, oracle_count=args.oracle_count))
     finally:

@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from voxserve.audio.encode import ENCODINGS, encode_audio
+from voxserve.cli.common import output_format
 from voxserve.config import load_settings
 from voxserve.errors import InvalidInput
 from voxserve.service import Voxserve
 from voxserve.streaming.tts import SpeakOptions
 from voxserve.types import Priority
-
-_EXTENSIONS = {"wav": "wav", "mp3": "mp3", "flac": "flac", "opus": "opus", "ogg": "opus", "pcm": "pcm", "raw": "pcm"}
 
 
 def add_speak_command(sub: Any) -> None:
@@ -36,23 +35,6 @@ def add_speak_command(sub: Any) -> None:
     p.add_argument("--config", help="settings file (TOML or JSON)")
     p.add_argument("--quiet", action="store_true", help="no summary on stderr")
     p.set_defaults(func=cmd_speak)
-
-
-def output_format(output: str | None, fmt: str | None) -> str:
-    """The audio format: ``--format``, else the output file's extension, else wav.
-
-    Raises:
-        InvalidInput: the extension is not a known audio format.
-    """
-    if fmt:
-        return fmt
-    if not output or output == "-":
-        return "wav"
-    suffix = Path(output).suffix.lower().lstrip(".")
-    if suffix not in _EXTENSIONS:
-        raise InvalidInput(f"cannot tell the audio format of {output!r}: use one of .wav .mp3 .flac .opus .ogg .pcm "
-                           "or pass --format", param="output")
-    return _EXTENSIONS[suffix]
 
 
 def _read_text(args: argparse.Namespace) -> str:

@@ -1,5 +1,4 @@
-"""Command line for scale-out: the ``--ray [ADDRESS]`` and ``--replicas`` options of ``serve`` and ``transcribe``,
-and ``voxserve plan`` (replicas, GPUs and MIG slices for a target, from measured benchmark results)."""
+"""``voxserve plan``: replicas, GPUs and MIG slices for a target, from measured benchmark results."""
 
 from __future__ import annotations
 
@@ -7,34 +6,6 @@ import argparse
 import json
 from pathlib import Path
 from typing import Any
-
-from voxserve.errors import InvalidInput
-
-
-def add_ray_args(p: argparse.ArgumentParser) -> None:
-    """``--ray [ADDRESS]`` and ``--replicas N`` (the ``[ray]`` extra)."""
-    p.add_argument(
-        "--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-        help="run speech recognition on Ray replicas: no ADDRESS starts a private local Ray instance (or uses "
-        "ray.address from the settings); 'auto' joins the cluster started here with `ray start`; HOST:PORT or "
-        "ray://HOST:10001 joins that one",
-    )
-    p.add_argument("--replicas", type=int, help="model replicas on Ray (default 2; implies --ray)")
-
-
-def ray_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``ray`` settings section the options ask for (empty: leave the settings as they are)."""
-    address, replicas = getattr(args, "ray", None), getattr(args, "replicas", None)
-    if address is None and replicas is None:
-        return {}
-    out: dict[str, Any] = {"enabled": True}
-    if address:
-        out["address"] = address
-    if replicas is not None:
-        if replicas < 1:
-            raise InvalidInput("--replicas must be at least 1")
-        out["replicas"] = replicas
-    return out
 
 
 def add_plan_command(sub: Any) -> None:
