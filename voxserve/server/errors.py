@@ -1,10 +1,12 @@
-"""The one table from domain errors to HTTP statuses (OpenAI's error shape) and WebSocket close codes."""
+"""The one table from domain errors to HTTP statuses (OpenAI's error shape) and WebSocket close codes, and the
+one table of the ways a WebSocket session ends (:class:`Close`): no close code is written anywhere else."""
 
 from __future__ import annotations
 
 import logging
 import math
 from dataclasses import dataclass
+from enum import Enum, IntEnum
 from typing import Any
 
 from starlette.responses import JSONResponse
@@ -37,14 +39,56 @@ class HttpError(Exception):
     retry_after_s: float | None = None
 
 
+class CloseCode(IntEnum):
+    """Every WebSocket close code the server uses (RFC 6455, section 7.4.1)."""
+
+    NORMAL = 1000
+    GOING_AWAY = 1001
+    UNSUPPORTED_DATA = 1003
+    CLIENT_GONE = 1006  # noted when a send fails; never sent (there is no one to send it to)
+    POLICY = 1008
+    INTERNAL = 1011
+    TRY_AGAIN = 1013
+
+
+class Close(Enum):
+    """Every way a WebSocket session ends: its close code and the reason sent with it."""
+
+    _value_: tuple[CloseCode, str]
+
+    NORMAL = (CloseCode.NORMAL, "")
+    IDLE = (CloseCode.GOING_AWAY, "idle timeout")
+    UNAUTHORIZED = (CloseCode.POLICY, "unauthorized")
+    UNSUPPORTED_INTENT = (CloseCode.POLICY, "unsupported intent")
+    TOO_MANY_INVALID = (CloseCode.POLICY, "too many invalid messages")
+    NOT_READING = (CloseCode.POLICY, "client is not reading")  # a send outlived the send timeout
+    NOT_READING_EVENTS = (CloseCode.POLICY, "client is not reading events")  # the outbox filled up
+    CLIENT_GONE = (CloseCode.CLIENT_GONE, "client gone")
+    INTERNAL_ERROR = (CloseCode.INTERNAL, "internal error")
+    SYNTHESIS_UNAVAILABLE = (CloseCode.INTERNAL, "synthesis unavailable")
+    TRY_AGAIN_LATER = (CloseCode.TRY_AGAIN, "try again later")
+    BEHIND_REAL_TIME = (CloseCode.TRY_AGAIN, "too far behind real time")
+    TOO_MANY_SYNTHESIS_STREAMS = (CloseCode.TRY_AGAIN, "too many synthesis streams")
+
+    @property
+    def code(self) -> CloseCode:
+        """The close code."""
+        return self.value[0]
+
+    @property
+    def reason(self) -> str:
+        """The reason sent with the close frame."""
+        return self.value[1]
+
+
 # domain error -> (HTTP status, OpenAI error type, WebSocket close code)
-_TABLE: list[tuple[type[VoxserveError], int, str, int]] = [
-    (ModelUnavailable, 404, "invalid_request_error", 1008),
-    (Unsupported, 400, "invalid_request_error", 1003),
-    (InvalidInput, 400, "invalid_request_error", 1003),
-    (Overloaded, 503, "server_error", 1013),
-    (Cancelled, 499, "invalid_request_error", 1000),
-    (BackendError, 500, "server_error", 1011),
+_TABLE: list[tuple[type[VoxserveError], int, str, CloseCode]] = [
+    (ModelUnavailable, 404, "invalid_request_error", CloseCode.POLICY),
+    (Unsupported, 400, "invalid_request_error", CloseCode.UNSUPPORTED_DATA),
+    (InvalidInput, 400, "invalid_request_error", CloseCode.UNSUPPORTED_DATA),
+    (Overloaded, 503, "server_error", CloseCode.TRY_AGAIN),
+    (Cancelled, 499, "invalid_request_error", CloseCode.NORMAL),
+    (BackendError, 500, "server_error", CloseCode.INTERNAL),
 ]
 _INPUT_TOO_LARGE = {"audio_too_long": 413, "file_too_large": 413}
 
@@ -63,12 +107,12 @@ def classify(exc: BaseException) -> HttpError:
     return HttpError(500, "internal error; see the server log", "server_error", "internal_error")
 
 
-def close_code(exc: BaseException) -> int:
+def close_code(exc: BaseException) -> CloseCode:
     """The WebSocket close code for an error that ends a session."""
     for kind, _, _, code in _TABLE:
         if isinstance(exc, kind):
             return code
-    return 1011
+    return CloseCode.INTERNAL
 
 
 def error_body(err: HttpError) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from voxserve.audio.pcm import float32_to_g711_alaw, float32_to_g711_ulaw, float
 from voxserve.audio.resample import StreamResampler
 from voxserve.errors import Overloaded, VoxserveError
 from voxserve.server.context import ServerContext
-from voxserve.server.errors import close_code
+from voxserve.server.errors import Close, close_code
 from voxserve.server.realtime_conversation import (
     ConversationConfig,
     TurnConfig,
@@ -83,7 +83,7 @@ async def shared_agent(ctx: ServerContext) -> Agent:
 
 async def _refuse(ws: WebSocket, exc: VoxserveError) -> None:
     await ws.send_text(json.dumps(error_event(exc)))
-    await ws.close(close_code(exc), "try again later" if isinstance(exc, Overloaded) else exc.code)
+    await ws.close(close_code(exc), Close.TRY_AGAIN_LATER.reason if isinstance(exc, Overloaded) else exc.code)
 
 
 def initial_config(ctx: ServerContext) -> ConversationConfig:

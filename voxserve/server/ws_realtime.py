@@ -20,10 +20,10 @@ from starlette.websockets import WebSocket
 
 from voxserve.audio.pcm import g711_alaw_to_float32, g711_ulaw_to_float32, pcm16_to_float32
 from voxserve.audio.resample import StreamResampler
-from voxserve.errors import InvalidInput, Overloaded
+from voxserve.errors import InvalidInput, Overloaded, VoxserveError
 from voxserve.pipelines.vad import VadParams
 from voxserve.server.context import ServerContext, context
-from voxserve.server.errors import HttpError
+from voxserve.server.errors import Close, HttpError
 from voxserve.server.model_names import asr_model
 from voxserve.server.realtime_protocol import (
     ProtocolError,
@@ -53,8 +53,14 @@ def offered_key(ws: WebSocket) -> tuple[str | None, str | None]:
     return accept, key
 
 
+async def refuse(ws: WebSocket, exc: VoxserveError, end: Close) -> None:
+    """Turn an accepted socket away before a session starts: the ``error`` event saying why, then the close."""
+    await ws.send_text(json.dumps(error_event(exc)))
+    await ws.close(end.code, end.reason)
+
+
 async def authorize(ws: WebSocket, ctx: ServerContext) -> bool:
-    """Accept the socket; when the key is missing or wrong, say so and close with 1008."""
+    """Accept the socket; when the key is missing or wrong, say so and close (:attr:`Close.UNAUTHORIZED`)."""
     subprotocol, key = offered_key(ws)
     await ws.accept(subprotocol=subprotocol)
     try:
@@ -62,8 +68,7 @@ async def authorize(ws: WebSocket, ctx: ServerContext) -> bool:
             ws.scope["headers"] = [*ws.scope["headers"], (b"authorization", f"Bearer {key}".encode())]
         ctx.client(ws)
     except HttpError as exc:
-        await ws.send_text(json.dumps(error_event(InvalidInput(exc.message, code=exc.code or "invalid_api_key"))))
-        await ws.close(1008, "unauthorized")
+        await refuse(ws, InvalidInput(exc.message, code=exc.code or "invalid_api_key"), Close.UNAUTHORIZED)
         return False
     return True
 
@@ -79,13 +84,11 @@ async def realtime(ws: WebSocket) -> None:
         if handler is not None:
             await handler(ws, ctx)
             return
-        await ws.send_text(json.dumps(error_event(InvalidInput("use ?intent=transcription", code="unsupported_intent"))))
-        await ws.close(1008, "unsupported intent")
+        await refuse(ws, InvalidInput("use ?intent=transcription", code="unsupported_intent"), Close.UNSUPPORTED_INTENT)
         return
     sessions: set[TranscriptionSession] = ctx.extras.setdefault("live_sessions", set())
     if not ctx.ready or len(sessions) >= ctx.settings.live.max_streams:
-        await ws.send_text(json.dumps(error_event(Overloaded("too many live streams; retry later"))))
-        await ws.close(1013, "try again later")
+        await refuse(ws, Overloaded("too many live streams; retry later"), Close.TRY_AGAIN_LATER)
         return
     await run_counted(TranscriptionSession(ws, ctx), sessions, ctx.metrics.live_streams)
 

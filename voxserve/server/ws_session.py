@@ -1,8 +1,9 @@
 """The life cycle shared by the Realtime sockets (transcription and conversation sessions).
 
 A session reads frames in one task, queues its events to the client in a bounded outbox written by another
-task, and closes with the documented codes: 1013 when the client is too far behind real time, 1008 after
-:data:`MAX_ERRORS` bad messages or when the client stops reading, 1001 when idle (:mod:`voxserve.server.ws_watch`).
+task, and closes the documented way (:class:`~voxserve.server.errors.Close`): ``BEHIND_REAL_TIME`` when the
+client is too far behind real time, ``TOO_MANY_INVALID`` after :data:`MAX_ERRORS` bad messages,
+``NOT_READING_EVENTS`` when the client stops reading, ``IDLE`` when idle (:mod:`voxserve.server.ws_watch`).
 Subclasses say what a session opens (:meth:`RealtimeSession._open`), what a frame or an event does
 (:meth:`_on_bytes`, :meth:`_handle`) and what to release at the end (:meth:`_shutdown`).
 """
@@ -19,13 +20,14 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from voxserve.errors import InvalidInput, Overloaded, VoxserveError
 from voxserve.server.context import ServerContext
+from voxserve.server.errors import Close
 from voxserve.server.realtime_protocol import error_event, parse_message
-from voxserve.server.ws_watch import IDLE_CLOSE, SessionWatch, close_socket, drain
+from voxserve.server.ws_watch import SessionWatch, close_socket, drain
 
 log = logging.getLogger(__name__)
 
 MAX_ERRORS = 50
-"""Bad messages a session may send before it is closed with 1008."""
+"""Bad messages a session may send before it is closed (:attr:`Close.TOO_MANY_INVALID`)."""
 OUTBOX = 512
 """Events queued for a client before it counts as not reading."""
 
@@ -41,7 +43,7 @@ class RealtimeSession:
         self.id = f"sess_{uuid.uuid4().hex[:20]}"
         self.outbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(OUTBOX)
         self.errors = 0
-        self._closing: tuple[int, str] | None = None
+        self._closing: Close | None = None
         self._reader: asyncio.Task[None] | None = None
         self.watch = SessionWatch(ctx.settings.server.ws_idle_timeout_s, ctx.settings.server.ws_send_timeout_s)
 
@@ -78,8 +80,7 @@ class RealtimeSession:
             await drain(self.outbox, writer)  # the last error event goes out before the close frame
             await asyncio.gather(writer, watcher, return_exceptions=True)
             if self.ws.application_state == WebSocketState.CONNECTED:
-                code, reason = self._closing or (1000, "")
-                await close_socket(self.ws, code, reason)
+                await close_socket(self.ws, self._closing or Close.NORMAL)
 
     async def _read(self) -> None:
         while self._closing is None:
@@ -96,47 +97,47 @@ class RealtimeSession:
                     self._handle(event)
             except VoxserveError as exc:
                 self._report(exc, event_id)
-            except Exception:  # noqa: BLE001 - a defect: logged, told, closed with 1011, never a silent close
+            except Exception:  # noqa: BLE001 - a defect: logged, told, closed (internal error), never a silent close
                 log.exception("%s %s: unexpected error handling a client message", self.kind, self.id)
                 self.send(error_event(VoxserveError("internal error handling the message", code="internal_error"),
                                       event_id))
-                self.close(1011, "internal error")
+                self.close(Close.INTERNAL_ERROR)
 
     def _report(self, exc: VoxserveError, event_id: str | None) -> None:
         self.errors += 1
         self.send(error_event(exc, event_id))
         if isinstance(exc, Overloaded):
-            self.close(1013, "too far behind real time")
+            self.close(Close.BEHIND_REAL_TIME)
         elif self.errors > MAX_ERRORS:
-            self.close(1008, "too many invalid messages")
+            self.close(Close.TOO_MANY_INVALID)
 
-    def _expire(self, code: int, reason: str) -> None:
+    def _expire(self, end: Close) -> None:
         """A timeout of :class:`SessionWatch` passed: say why (when the client still reads), then close."""
-        if code == IDLE_CLOSE:
+        if end is Close.IDLE:
             idle = self.watch.idle_timeout_s
             self.send(error_event(InvalidInput(f"no message for {idle:g} s; closing", code="idle_timeout")))
-        self.close(code, reason)
+        self.close(end)
 
     # ---------------------------------------------------------------------------------------- writing
 
     def send(self, event: dict[str, Any], *, droppable: bool = False) -> None:
         """Queue an event for the client. When the outbox is full a ``droppable`` event (a partial) is dropped
-        and counted; any other closes the session (1008) rather than buffer for a client that stopped reading."""
+        and counted; any other closes the session (not reading) rather than buffer for a client that stopped reading."""
         if self._closing is not None:
             return
         if self.outbox.full():
             if droppable:
                 self.ctx.metrics.live_dropped_events.inc()
                 return
-            self.close(1008, "client is not reading events")
+            self.close(Close.NOT_READING_EVENTS)
             return
         self.outbox.put_nowait(event)
 
-    def close(self, code: int, reason: str) -> None:
+    def close(self, end: Close) -> None:
         """Close the session after what is already queued."""
         if self._closing is None:
-            self._closing = (code, reason)
-            log.info("closing %s %s: %d %s", self.kind, self.id, code, reason)
+            self._closing = end
+            log.info("closing %s %s: %d %s", self.kind, self.id, end.code, end.reason)
             if self._reader is not None:
                 self._reader.cancel()
 
@@ -149,7 +150,7 @@ class RealtimeSession:
                 with self.watch.sending():
                     await self.ws.send_text(json.dumps(event, ensure_ascii=False))
             except (WebSocketDisconnect, RuntimeError):
-                self.close(1006, "client gone")
+                self.close(Close.CLIENT_GONE)
                 return
 
 

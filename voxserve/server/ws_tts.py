@@ -22,10 +22,11 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from voxserve.errors import InvalidInput, Overloaded, VoxserveError
 from voxserve.server.context import ServerContext, context
+from voxserve.server.errors import Close
 from voxserve.server.realtime_protocol import ProtocolError, error_event, parse_message, server_event
 from voxserve.server.ws_realtime import authorize
 from voxserve.server.ws_session import MAX_ERRORS
-from voxserve.server.ws_watch import IDLE_CLOSE, SessionWatch, close_socket
+from voxserve.server.ws_watch import SessionWatch, close_socket
 from voxserve.streaming.tts import SpeakOptions, TtsStream
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ class SpeechSession:
         self.forwarder: asyncio.Task[None] | None = None
         self.errors = 0
         self._send_lock = asyncio.Lock()
-        self._closing: tuple[int, str] | None = None
+        self._closing: Close | None = None
         self._reader: asyncio.Task[None] | None = None
         self.watch = SessionWatch(ctx.settings.server.ws_idle_timeout_s, ctx.settings.server.ws_send_timeout_s)
 
@@ -72,20 +73,19 @@ class SpeechSession:
                     raise
         except VoxserveError as exc:  # no TTS installed, say
             await self.send(error_event(exc))
-            self._closing = (1011, "synthesis unavailable")
+            self._closing = Close.SYNTHESIS_UNAVAILABLE
         finally:
             watcher.cancel()
             await self._stop_stream(cancel=True)
             if self.ws.application_state == WebSocketState.CONNECTED:
-                code, reason = self._closing or (1000, "")
-                await close_socket(self.ws, code, reason)
+                await close_socket(self.ws, self._closing or Close.NORMAL)
 
-    async def _expire(self, code: int, reason: str) -> None:
+    async def _expire(self, end: Close) -> None:
         """A timeout of :class:`SessionWatch` passed: say why (when the client still reads), then close."""
-        if code == IDLE_CLOSE:
+        if end is Close.IDLE:
             idle = self.watch.idle_timeout_s
             await self.send(error_event(InvalidInput(f"no message for {idle:g} s; closing", code="idle_timeout")))
-        self._closing = self._closing or (code, reason)
+        self._closing = self._closing or end
         if self._reader is not None:
             self._reader.cancel()
 
@@ -100,16 +100,16 @@ class SpeechSession:
                 await self._handle(parse_message(message["text"]))
             except Overloaded as exc:
                 await self.send(error_event(exc))
-                self._closing = (1013, "too many synthesis streams")
+                self._closing = Close.TOO_MANY_SYNTHESIS_STREAMS
             except VoxserveError as exc:
                 self.errors += 1
                 await self.send(error_event(exc))
                 if self.errors > MAX_ERRORS:
-                    self._closing = (1008, "too many invalid messages")
-            except Exception:  # noqa: BLE001 - a defect: logged, told, closed with 1011, never a silent close
+                    self._closing = Close.TOO_MANY_INVALID
+            except Exception:  # noqa: BLE001 - a defect: logged, told, closed (internal error), never a silent close
                 log.exception("speech session: unexpected error handling a client message")
                 await self.send(error_event(VoxserveError("internal error handling the message", code="internal_error")))
-                self._closing = (1011, "internal error")
+                self._closing = Close.INTERNAL_ERROR
 
     async def _handle(self, event: dict[str, Any]) -> None:
         kind = event["type"]
@@ -189,5 +189,5 @@ class SpeechSession:
                     if binary is not None:
                         await self.ws.send_bytes(binary)
             except (WebSocketDisconnect, RuntimeError):
-                self._closing = self._closing or (1006, "client gone")
+                self._closing = self._closing or Close.CLIENT_GONE
 

@@ -1,14 +1,15 @@
 """Idle and send timeouts of one WebSocket session (every socket: transcription, conversation, speech).
 
 * Idle: no message in either direction for ``server.ws_idle_timeout_s`` -> an ``error`` event with code
-  ``idle_timeout`` and close **1001** (going away). A session that streams audio or is being sent events is
-  never idle.
+  ``idle_timeout`` and :attr:`Close.IDLE` (going away). A session that streams audio or is being sent events
+  is never idle.
 * Not reading: one message to the client not accepted within ``server.ws_send_timeout_s`` (the client stopped
-  reading and the socket buffers are full) -> close **1008**. The session's streams, synthesis slots and
-  memory are freed at once; only the TCP connection itself lingers until the peer goes away.
+  reading and the socket buffers are full) -> :attr:`Close.NOT_READING` (policy). The session's streams,
+  synthesis slots and memory are freed at once; only the TCP connection itself lingers until the peer goes away.
 
 Transport only: the sessions call :meth:`SessionWatch.touch` on every message and wrap their sends in
-:meth:`SessionWatch.sending`; :meth:`SessionWatch.run` calls the session's ``close(code, reason)``.
+:meth:`SessionWatch.sending`; :meth:`SessionWatch.run` calls the session's ``close(end)``. The codes and
+reasons are in :class:`voxserve.server.errors.Close`.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-IDLE_CLOSE = 1001
-NOT_READING_CLOSE = 1008
+from voxserve.server.errors import Close
+
 CLOSE_WAIT_S = 2.0
 """How long the final close frame may take to go out (a client that does not read never takes it)."""
 
@@ -61,18 +62,18 @@ class SessionWatch:
         self.touch()
         return dict(message)
 
-    def expired(self, now: float | None = None) -> tuple[int, str] | None:
-        """The close code and reason when a timeout has passed, else None."""
+    def expired(self, now: float | None = None) -> Close | None:
+        """How the session ends when a timeout has passed, else None."""
         now = time.monotonic() if now is None else now
         since = self._sending_since
         if self.send_timeout_s > 0 and since is not None and now - since > self.send_timeout_s:
-            return NOT_READING_CLOSE, "client is not reading"
+            return Close.NOT_READING
         if self.idle_timeout_s > 0 and since is None and now - self._last > self.idle_timeout_s:
-            return IDLE_CLOSE, "idle timeout"
+            return Close.IDLE
         return None
 
-    async def run(self, close: Callable[[int, str], Any]) -> None:
-        """Check the timeouts a few times per period until one passes, then ``close(code, reason)``."""
+    async def run(self, close: Callable[[Close], Any]) -> None:
+        """Check the timeouts a few times per period until one passes, then ``close(end)``."""
         periods = [t for t in (self.idle_timeout_s, self.send_timeout_s) if t > 0]
         if not periods:
             return
@@ -82,16 +83,16 @@ class SessionWatch:
             if found is not None:
                 break
             await asyncio.sleep(step)
-        result = close(*found)
+        result = close(found)
         if asyncio.iscoroutine(result):
             await result
 
 
-async def close_socket(ws: WebSocket, code: int, reason: str) -> None:
+async def close_socket(ws: WebSocket, end: Close) -> None:
     """Send the close frame if the client takes it within :data:`CLOSE_WAIT_S` (one that stopped reading
     never does: the handler returns anyway and the server drops the connection when the peer goes)."""
     try:
-        await asyncio.wait_for(ws.close(code, reason), CLOSE_WAIT_S)
+        await asyncio.wait_for(ws.close(end.code, end.reason), CLOSE_WAIT_S)
     except (TimeoutError, RuntimeError, WebSocketDisconnect):
         pass  # the client left first, or will never read the close frame
 
