@@ -11,16 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 from voxserve.errors import InvalidInput
-from voxserve.languages import language_code, language_name
+from voxserve.languages import language_name
 from voxserve.types import (
-    ChunkReport,
     Diarization,
     Segment,
     SpeakerTurn,
     Transcript,
-    TranscriptStats,
     Word,
-    s_to_samples,
 )
 
 FORMATS = ("txt", "text", "json", "verbose_json", "srt", "vtt", "diarized_json", "rttm")
@@ -168,49 +165,6 @@ def render(t: Transcript, fmt: str, file_id: str = "audio") -> str:
 def extension(fmt: str) -> str:
     """The file extension for a format."""
     return {"text": "txt", "verbose_json": "json", "diarized_json": "json"}.get(fmt, fmt)
-
-
-def _word_from(d: dict[str, Any]) -> Word:
-    return Word(d["word"], s_to_samples(d["start"]), s_to_samples(d["end"]), d.get("probability", 1.0), d.get("speaker"))
-
-
-def transcript_from_dict(d: dict[str, Any]) -> Transcript:
-    """Rebuild a transcript from :func:`to_verbose_json` output (stored job results)."""
-    segments = tuple(
-        Segment(
-            id=s["id"], start=s_to_samples(s["start"]), end=s_to_samples(s["end"]), text=s["text"],
-            words=tuple(_word_from(w) for w in s.get("words", [])), tokens=tuple(s.get("tokens", [])),
-            temperature=s.get("temperature", 0.0), avg_logprob=s.get("avg_logprob", 0.0),
-            compression_ratio=s.get("compression_ratio", 0.0), no_speech_prob=s.get("no_speech_prob", 0.0),
-            speaker=s.get("speaker"),
-        )
-        for s in d.get("segments", [])
-    )
-    v = d.get("voxserve", {})
-    reports = tuple(
-        ChunkReport(
-            index=c["index"], start=s_to_samples(c["start"]), end=s_to_samples(c["end"]), speech_samples=0,
-            attempts=c["attempts"], temperature=c["temperature"], rechunked=c["rechunked"], passed=c["passed"],
-            reasons=tuple(c["reasons"]),
-        )
-        for c in v.get("chunk_reports", [])
-    )
-    stats = TranscriptStats(
-        wall_s=v.get("wall_s", 0.0), chunks=v.get("chunks", 0), retries=v.get("retries", 0),
-        rechunks=v.get("rechunks", 0), guard_failures=v.get("guard_failures", 0), speech_s=v.get("speech_s", 0.0),
-        chunk_reports=reports,
-    )
-    return Transcript(
-        text=d["text"], language=language_code(d.get("language", "en")) or d.get("language", "en"),
-        duration=s_to_samples(d.get("duration", 0.0)), segments=segments, task=d.get("task", "transcribe"),
-        stats=stats, diarization=diarization_from_dict(d["diarization"]) if d.get("diarization") else None,
-    )
-
-
-def diarization_from_dict(d: dict[str, Any]) -> Diarization:
-    """Rebuild a diarization from :func:`diarization_dict` output."""
-    turns = tuple(SpeakerTurn(s_to_samples(t["start"]), s_to_samples(t["end"]), t["speaker"]) for t in d["turns"])
-    return Diarization(turns, tuple(d.get("speakers", ())), s_to_samples(d.get("duration", 0.0)))
 
 
 # ------------------------------------------------------------------------------------- diarization

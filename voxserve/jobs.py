@@ -73,7 +73,7 @@ class Job:
             "status": self.status.value,
             "created_at": int(self.created_at),
             "updated_at": int(self.updated_at),
-            "model": self.params.get("model"),
+            "model": self.params.get("model_name", self.params.get("model")),  # the name the client asked for
             "duration_s": round(self.duration_s, 3),
             "progress_s": round(self.progress_s, 3),
             "progress": round(self.progress_s / self.duration_s, 4) if self.duration_s else 0.0,

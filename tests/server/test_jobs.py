@@ -97,6 +97,8 @@ def test_jobs_survive_a_restart(tmp_path: Path, data_dir: Path) -> None:
     import shutil
 
     from voxserve.jobs import JobStatus, JobStore
+    from voxserve.records import to_record
+    from voxserve.server.forms import TranscriptionRequest
 
     with LiveServer(tmp_path, warmup=False, job_workers=1) as first:
         finished = submit(first, data_dir / "fw_jfk.flac")
@@ -105,13 +107,13 @@ def test_jobs_survive_a_restart(tmp_path: Path, data_dir: Path) -> None:
     store = JobStore(tmp_path / "jobs.sqlite3")
     crashed = []
     for name, status in (("mfa_ls_61-70968-0000.flac", JobStatus.RUNNING), ("es__pv_test_es.wav", JobStatus.QUEUED)):
-        job = store.create({"model": "whisper-1", "response_format": "json"}, "")
+        job = store.create(to_record(TranscriptionRequest()), "")
         job.input_path = str(tmp_path / "uploads" / f"{job.id}.upload")
         shutil.copyfile(data_dir / name, job.input_path)
         job.status = status
         store.save(job)
         crashed.append(job.id)
-    lost = store.create({"model": "whisper-1"}, str(tmp_path / "uploads" / "gone.upload"))
+    lost = store.create(to_record(TranscriptionRequest()), str(tmp_path / "uploads" / "gone.upload"))
     lost.status = JobStatus.RUNNING
     store.save(lost)
     store.close()

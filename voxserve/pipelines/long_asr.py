@@ -33,8 +33,8 @@ from voxserve.engine.pool import Recognizer
 from voxserve.errors import Cancelled, InvalidInput
 from voxserve.pipelines.chunking import ChunkParams, ChunkPlan, StreamingPlanner, split_in_two
 from voxserve.pipelines.guard import GuardConfig, LoopEvidence, Verdict, assess, token_cap, without_repeats
-from voxserve.pipelines.vad import VadParams
 from voxserve.pipelines.stitching import ChunkText, stitch, transcript_text
+from voxserve.pipelines.vad import VadParams
 from voxserve.types import SAMPLE_RATE, ChunkReport, Priority, Transcript, TranscriptStats
 
 log = logging.getLogger(__name__)

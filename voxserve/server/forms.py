@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from starlette.datastructures import FormData, UploadFile
 from starlette.requests import Request
@@ -21,22 +20,30 @@ GRANULARITIES = ("word", "segment")
 
 
 @dataclass(frozen=True)
-class TranscriptionForm:
-    """A parsed transcription or translation request."""
+class TranscriptionRequest:
+    """What a transcription or translation request asks for: everything but its audio (a job stores it as a
+    record, :func:`voxserve.records.to_record`, and runs it later as it is)."""
 
-    upload: UploadFile
-    model: str | None
-    model_name: str
-    language: str | None
-    prompt: str | None
-    response_format: str
-    temperature: float
-    granularities: tuple[str, ...]
-    stream: bool
-    task: Task
+    model: str | None = None
+    model_name: str = "whisper-1"
+    language: str | None = None
+    prompt: str | None = None
+    response_format: str = "json"
+    temperature: float = 0.0
+    granularities: tuple[str, ...] = ()
+    stream: bool = False
+    task: Task = "transcribe"
     speakers: SpeakerFields | None = None
     vad: VadParams | None = None
     logprobs: bool = False
+
+
+@dataclass(frozen=True)
+class TranscriptionForm:
+    """A parsed transcription form: the uploaded audio and the request."""
+
+    upload: UploadFile
+    request: TranscriptionRequest
 
 
 @dataclass(frozen=True)
@@ -145,8 +152,7 @@ async def read_form(request: Request, task: Task, formats: tuple[str, ...] = RES
     ctx = context(request)
     model = asr_model(ctx.settings, model_name)
     ctx.check_model(model)  # a registered name, never a path on the server
-    return TranscriptionForm(
-        upload=upload,
+    return TranscriptionForm(upload, TranscriptionRequest(
         model=model,
         model_name=model_name,
         language=language,
@@ -159,7 +165,7 @@ async def read_form(request: Request, task: Task, formats: tuple[str, ...] = RES
         speakers=speaker_fields(form),
         vad=chunking_strategy(_text(form, "chunking_strategy")),
         logprobs=_logprobs_included(form),
-    )
+    ))
 
 
 def chunking_strategy(raw: str | None) -> VadParams | None:
@@ -192,18 +198,3 @@ def _language(value: str | None) -> str | None:
     if code is None:
         raise HttpError(400, f"unsupported language {value!r}", code="unsupported_language", param="language")
     return code
-
-
-def job_params(form: TranscriptionForm) -> dict[str, Any]:
-    """The form's options as stored with a job."""
-    return {
-        "model": form.model_name,
-        "language": form.language,
-        "prompt": form.prompt,
-        "response_format": form.response_format,
-        "temperature": form.temperature,
-        "timestamp_granularities": list(form.granularities),
-        "task": form.task,
-        "speakers": None if form.speakers is None else form.speakers.__dict__,
-        "vad": None if form.vad is None else asdict(form.vad),
-    }

@@ -15,9 +15,10 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 
 from voxserve.errors import InvalidInput
 from voxserve.formats import render, to_diarized_json, to_logprobs, to_verbose_json
+from voxserve.pipelines.long_asr import LongAsrOptions
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError, error_response
-from voxserve.server.forms import TranscriptionForm, read_form
+from voxserve.server.forms import TranscriptionForm, TranscriptionRequest, read_form
 from voxserve.types import Transcript
 
 router = APIRouter()
@@ -43,49 +44,52 @@ async def _handle(request: Request, task: str) -> Response:
         require_ready(ctx)
         hold.enter_context(ctx.limiter.hold(ctx.client(request)))
         form = await read_form(request, task)  # type: ignore[arg-type]
-        if form.stream:
+        req = form.request
+        if req.stream:
             return _stream(ctx, form, hold.pop_all())
         transcript = await _transcribe(ctx, form)
-        return respond(transcript, form.response_format, form.granularities, logprobs=form.logprobs)
+        return respond(transcript, req.response_format, req.granularities, logprobs=req.logprobs)
     finally:
         hold.close()
 
 
-def options_for(ctx: ServerContext, form: TranscriptionForm, max_audio_s: float) -> Any:
+def options_for(ctx: ServerContext, req: TranscriptionRequest, max_audio_s: float) -> LongAsrOptions:
     """Pipeline options for a request (word timing only when the answer needs times)."""
     return ctx.vox.long_options(
-        language=form.language,
-        task=form.task,
-        prompt=form.prompt,
-        temperature=form.temperature,
-        word_timestamps=form.logprobs or form.speakers is not None or form.response_format in ("srt", "vtt", "verbose_json"),
+        language=req.language,
+        task=req.task,
+        prompt=req.prompt,
+        temperature=req.temperature,
+        word_timestamps=req.logprobs or req.speakers is not None or req.response_format in ("srt", "vtt", "verbose_json"),
         max_duration_s=max_audio_s,
-        vad=form.vad,
+        vad=req.vad,
     )
 
 
 async def _transcribe(ctx: ServerContext, form: TranscriptionForm, on_text: Any = None) -> Transcript:
     ctx.metrics.inflight.inc()
     try:
-        transcript = await transcribe_source(ctx, form, form.upload.file, ctx.settings.server.max_sync_audio_s, on_text)
+        transcript = await transcribe_source(ctx, form.request, form.upload.file,
+                                             ctx.settings.server.max_sync_audio_s, on_text)
     finally:
         ctx.metrics.inflight.dec()
         await form.upload.close()
-    ctx.metrics.on_transcript(transcript, form.model_name, form.task)
+    ctx.metrics.on_transcript(transcript, form.request.model_name, form.request.task)
     return transcript
 
 
 async def transcribe_source(
-    ctx: ServerContext, form: TranscriptionForm, source: Any, max_audio_s: float, on_text: Any = None, progress: Any = None
+    ctx: ServerContext, req: TranscriptionRequest, source: Any, max_audio_s: float, on_text: Any = None,
+    progress: Any = None,
 ) -> Transcript:
-    """Transcribe (with speakers when the form asks for them) a file path or file object."""
-    options = options_for(ctx, form, max_audio_s)
-    if form.speakers is None:
-        return await ctx.vox.atranscribe(source, options, model=form.model, on_text=on_text, progress=progress)
-    sp = form.speakers
+    """Transcribe (with speakers when the request asks for them) a file path or file object."""
+    options = options_for(ctx, req, max_audio_s)
+    if req.speakers is None:
+        return await ctx.vox.atranscribe(source, options, model=req.model, on_text=on_text, progress=progress)
+    sp = req.speakers
     diarize = ctx.vox.diarize_options(num_speakers=sp.num_speakers, min_speakers=sp.min_speakers,
                                       max_speakers=sp.max_speakers, max_duration_s=max_audio_s)
-    return await ctx.vox.atranscribe(source, options, speakers=diarize, model=form.model, progress=progress)
+    return await ctx.vox.atranscribe(source, options, speakers=diarize, model=req.model, progress=progress)
 
 
 def respond(t: Transcript, fmt: str, granularities: tuple[str, ...], *, logprobs: bool = False) -> Response:
@@ -133,7 +137,7 @@ async def _events(ctx: ServerContext, form: TranscriptionForm, hold: ExitStack) 
             else:
                 getter.cancel()
         transcript = task.result()
-        extra = {"logprobs": to_logprobs(transcript)} if form.logprobs else {}
+        extra = {"logprobs": to_logprobs(transcript)} if form.request.logprobs else {}
         yield _sse({"type": "transcript.text.done", "text": transcript.text, **extra,
                     "usage": {"type": "duration", "seconds": round(transcript.duration_s, 3)}})
     except Exception as exc:  # noqa: BLE001 - reported in-band: the status line is already sent

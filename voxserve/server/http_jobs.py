@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import shutil
+import typing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +15,14 @@ from starlette.responses import JSONResponse, Response
 
 from voxserve.audio import probe
 from voxserve.errors import InvalidInput
-from voxserve.formats import transcript_from_dict
 from voxserve.jobs import Job, JobStatus, validate_job_id
+from voxserve.pipelines.long_asr import ProgressHook
+from voxserve.records import from_record, to_record
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError
-from voxserve.server.forms import TranscriptionForm, job_params, read_form
+from voxserve.server.forms import TranscriptionForm, TranscriptionRequest, read_form
 from voxserve.server.http_asr import require_ready, respond, transcribe_source
+from voxserve.types import Task, Transcript
 
 router = APIRouter()
 
@@ -48,8 +52,8 @@ async def _store_upload(ctx: ServerContext, form: TranscriptionForm, task: str) 
     if info.duration_s and info.duration_s > limit:
         raise HttpError(413, f"audio is {info.duration_s:.0f} s long; the limit is {limit:.0f} s",
                         code="audio_too_long", param="file")
-    params = {**job_params(form), "task": task}
-    job = ctx.store.create(params, input_path="", duration_s=info.duration_s or 0.0)
+    request = replace(form.request, task=typing.cast(Task, task), stream=False)
+    job = ctx.store.create(to_record(request), input_path="", duration_s=info.duration_s or 0.0)
     path = uploads / f"{job.id}.upload"
     await ctx.vox.executor.run(_copy, form.upload.file, path)
     await form.upload.close()
@@ -111,28 +115,17 @@ async def job_result(request: Request, job_id: str) -> Response:
     if job.status != JobStatus.SUCCEEDED or job.result is None:
         status = 409 if not job.status.final else 410
         raise HttpError(status, f"job {job_id} is {job.status.value}; no result", code=f"job_{job.status.value}")
-    fmt = request.query_params.get("format") or job.params.get("response_format", "json")
-    granularities = tuple(job.params.get("timestamp_granularities") or ("word", "segment"))
-    return respond(transcript_from_dict(job.result), fmt, granularities)
+    asked = from_record(TranscriptionRequest, job.params)
+    fmt = request.query_params.get("format") or asked.response_format
+    return respond(from_record(Transcript, job.result), fmt, asked.granularities or ("word", "segment"))
 
 
-async def run_job(ctx: ServerContext, job: Job, progress: Any) -> dict[str, Any]:
-    """The job runner's work: transcribe the stored upload and return verbose JSON."""
-    from voxserve.formats import to_verbose_json
-    from voxserve.pipelines.vad import VadParams
-    from voxserve.server.forms import SpeakerFields
-    from voxserve.server.model_names import asr_model
-
-    p = job.params
-    model_name = p.get("model") or "whisper-1"
-    form = TranscriptionForm(
-        upload=None,  # type: ignore[arg-type]
-        model=asr_model(ctx.settings, model_name), model_name=model_name, language=p.get("language"),
-        prompt=p.get("prompt"), response_format="verbose_json", temperature=p.get("temperature", 0.0),
-        granularities=("word", "segment"), stream=False, task=p.get("task", "transcribe"),
-        speakers=SpeakerFields(**p["speakers"]) if p.get("speakers") else None,
-        vad=VadParams(**p["vad"]) if p.get("vad") else None,
-    )
-    transcript = await transcribe_source(ctx, form, job.input_path, ctx.settings.server.max_audio_s, progress=progress)
-    ctx.metrics.on_transcript(transcript, model_name, "job")
-    return to_verbose_json(transcript)
+async def run_job(ctx: ServerContext, job: Job, progress: ProgressHook) -> dict[str, Any]:
+    """The job runner's work: the stored request on the stored upload; the transcript as a lossless record
+    (every response format is rendered from it when the result is fetched)."""
+    request = from_record(TranscriptionRequest, job.params)
+    # word timing always: the result may be fetched later as srt, vtt or verbose_json
+    transcript = await transcribe_source(ctx, replace(request, response_format="verbose_json"), job.input_path,
+                                         ctx.settings.server.max_audio_s, progress=progress)
+    ctx.metrics.on_transcript(transcript, request.model_name, "job")
+    return typing.cast(dict[str, Any], to_record(transcript))
