@@ -43,25 +43,6 @@ class Priority(IntEnum):
     OFFLINE = 3
 
 
-@dataclass(frozen=True, eq=False)
-class AudioChunk:
-    """Mono float32 samples that start at ``start_sample`` on their stream's or file's timeline."""
-
-    samples: Float32Array
-    start_sample: int = 0
-    sample_rate: int = SAMPLE_RATE
-
-    @property
-    def end_sample(self) -> int:
-        """One past the last sample on the timeline."""
-        return self.start_sample + len(self.samples)
-
-    @property
-    def duration_s(self) -> float:
-        """Length in seconds."""
-        return len(self.samples) / self.sample_rate
-
-
 class _SampleSpan:
     """Seconds of a span whose ``start`` and ``end`` are sample indices at :data:`SAMPLE_RATE`."""
 

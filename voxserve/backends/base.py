@@ -209,10 +209,6 @@ class SegmentationInfo:
     frame_size: int
     local_speakers: int
 
-    def frame_center(self, index: int) -> int:
-        """The sample (relative to the window start) at the middle of output frame ``index``."""
-        return index * self.frame_step + self.frame_size // 2
-
 
 @runtime_checkable
 class SegmentationModel(Protocol):

@@ -65,12 +65,6 @@ class VoicePool:
                 self._voices[key] = loaded
         return loaded
 
-    def is_loaded(self, name: str | None = None) -> bool:
-        """Whether a voice is loaded already."""
-        key = self.catalog.resolve(name).info.name
-        with self._lock:
-            return key in self._voices
-
     def decoders(self) -> list[DecoderService]:
         """The decoder services in use."""
         with self._lock:

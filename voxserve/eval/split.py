@@ -36,19 +36,6 @@ LONG_FORM_CHECK_FROM_S = 111.1
 """The long-form reading's check half starts here (sentence LJ001-0017); before it is tune audio."""
 
 
-def half_of(subset: str, name: str) -> Half:
-    """Which half a corpus file belongs to (``name`` without its extension).
-
-    Raises:
-        KeyError: the file is not in the development corpus (or is the long-form reading, split in time).
-    """
-    if name in TUNE.get(subset, ()):
-        return "tune"
-    if name in CHECK.get(subset, ()):
-        return "check"
-    raise KeyError(f"{subset}/{name} is not a file of the development corpus's split")
-
-
 def names(half: Half, subset: str) -> tuple[str, ...]:
     """The file names of one half of one subset."""
     return (TUNE if half == "tune" else CHECK)[subset]

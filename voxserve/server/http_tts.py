@@ -19,7 +19,7 @@ from voxserve.audio.pcm import pcm16_to_float32
 from voxserve.audio.resample import StreamResampler
 from voxserve.audio.stream_encode import CONTENT_TYPES, STREAM_FORMATS, StreamEncoder
 from voxserve.errors import InvalidInput
-from voxserve.server.context import ServerContext, context
+from voxserve.server.context import context
 from voxserve.server.errors import HttpError
 from voxserve.server.http_asr import require_ready
 from voxserve.streaming.tts import SpeakOptions, TtsStream
@@ -171,12 +171,3 @@ async def voices(request: Request) -> Response:
 def _voice(v: Any) -> dict[str, Any]:
     return {"id": v.name, "object": "voice", "language": v.language, "sample_rate": v.sample_rate,
             "backend": v.backend, "description": v.description}
-
-
-def tts_available(ctx: ServerContext) -> bool:
-    """Whether the ``[tts]`` extra is installed (the voices can be listed)."""
-    try:
-        ctx.vox.tts().voices()
-        return True
-    except Exception:  # noqa: BLE001 - any failure means no TTS here
-        return False

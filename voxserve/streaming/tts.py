@@ -132,11 +132,6 @@ class TtsStreamStats:
         return _delta(self.first_text_at, self.first_audio_at)
 
     @property
-    def synthesis_latency_s(self) -> float | None:
-        """First certain segment -> first audio out (the engine's share of the time to first audio)."""
-        return _delta(self.first_segment_at, self.first_audio_at)
-
-    @property
     def first_sentence_s(self) -> float | None:
         """First text pushed -> all audio of the first complete sentence out."""
         return _delta(self.first_text_at, self.first_sentence_at)
