@@ -40,8 +40,11 @@ from voxserve.streaming.tts_service import DEFAULT_OPTIONS, SynthesisResult, Tts
 from voxserve.types import Diarization, Float32Array, Priority, Task, Transcript
 
 if TYPE_CHECKING:
+    from voxserve.agent.cascade import Agent
     from voxserve.distributed.cluster import ReplicaPool
+    from voxserve.engine.speaker_pool import SpeakerModelPool
     from voxserve.pipelines.diarization import DiarizeOptions
+    from voxserve.streaming.live_asr import SpeakerEmbedder
 
 T = TypeVar("T")
 
@@ -67,8 +70,8 @@ class Voxserve:
         self.executor = BlockingExecutor(max_workers=max(4, settings.asr.workers * 2))
         self._batch_observer = observer
         self._tts: TtsService | None = None  # built on first use by tts()
-        self._speakers: Any = None  # SpeakerModelPool, built on first use by speakers()
-        self._agent: Any = None  # voxserve.agent.cascade.Agent, built on first use by agent()
+        self._speakers: SpeakerModelPool | None = None  # built on first use by speakers()
+        self._agent: Agent | None = None  # built on first use by agent()
         self._agent_lock = threading.Lock()
 
     def __enter__(self) -> Voxserve:
@@ -215,7 +218,7 @@ class Voxserve:
 
     # ------------------------------------------------------------------------------ diarization
 
-    def agent(self) -> Any:
+    def agent(self) -> Agent:
         """The shared voice agent (:class:`~voxserve.agent.cascade.Agent`, ``[agent]`` extra): this engine's
         recogniser, executor and synthesis plus the configured LLM and knowledge index. Built on first use;
         blocking (models load), so call it off the event loop.
@@ -231,7 +234,7 @@ class Voxserve:
                 self._agent = build_agent(a, self.asr(a.asr_model or None), self.executor, self.tts())
             return self._agent
 
-    def speakers(self) -> Any:
+    def speakers(self) -> SpeakerModelPool:
         """The shared diarization models (:class:`~voxserve.engine.speaker_pool.SpeakerModelPool`)."""
         if self._speakers is None:
             from voxserve.engine.speaker_pool import SpeakerModelPool, SpeakerModelsConfig
@@ -243,12 +246,12 @@ class Voxserve:
             )
         return self._speakers
 
-    def live_speaker_embedder(self) -> Any:
+    def live_speaker_embedder(self) -> SpeakerEmbedder:
         """An async function: utterance audio -> speaker embedding, through the shared embedder's batcher
         at live priority (for speaker labels on live streams; needs ``voxserve[diarize]``)."""
         service = self.speakers().embedder()
 
-        async def embed(audio: Any) -> Any:
+        async def embed(audio: Float32Array) -> Float32Array:
             return (await service.embed([audio], Priority.LIVE))[0]
 
         return embed
