@@ -209,13 +209,13 @@ def cmd_tts(args: argparse.Namespace) -> int:
     """Run the synthesis capacity benchmark and print its tables."""
     from voxserve.bench.tts import PARAGRAPH, BatchSizes, TtsBench, TtsBenchConfig, format_tts_report
     from voxserve.config import load_settings
-    from voxserve.streaming.tts_service import build_tts_service
 
     if args.streams < 1:
         raise InvalidInput("--streams must be at least 1")
     settings = load_settings(args.config, tts={"max_streams": 4096})
     batches = BatchSizes()
-    tts = build_tts_service(settings.tts, batch_observer=batches)
+    vox = Voxserve(settings, observer=batches)
+    tts = vox.tts()
     config = TtsBenchConfig(
         max_streams=args.streams, text=args.text or PARAGRAPH, voice=args.voice, ramp_s=args.ramp_s,
         ttfb_budget_s=args.ttfb_budget_ms / 1000.0, refine=args.refine, client_buffer_s=args.client_buffer_ms / 1000.0,
@@ -224,7 +224,7 @@ def cmd_tts(args: argparse.Namespace) -> int:
     try:
         report = TtsBench(tts, config, batches, log=lambda s: print(s, file=sys.stderr)).run()
     finally:
-        tts.close()
+        vox.close()
     print(format_tts_report(report))
     if args.json:
         write_report(args.json, report)
