@@ -131,7 +131,9 @@ def test_long_file_wer(vox: Voxserve, corpus: Path) -> None:
     audio = corpus / "long" / "lj_LJ001-0001-0032_concat.flac"
     t = transcribe(vox, audio)
     score = score_wer(audio.with_suffix(".txt").read_text(), t.text)
-    assert score.wer < 0.08, score  # measured 4.4-4.6 % (mostly number formatting and LJ spellings)
+    # measured 6.7 % (37 errors over 554 words: LJ spellings, names, and 13 insertions where the Whisper
+    # normalizer removes the reference's spoken parenthetical; 4.4-4.6 % with the earlier normalizer)
+    assert score.wer < 0.08, score
     assert t.stats.chunks >= 8
     words = t.words
     assert all(a.end <= b.start for a, b in zip(words, words[1:]))

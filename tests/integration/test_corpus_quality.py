@@ -18,8 +18,10 @@ def test_pooled_english_wer(vox: Voxserve, corpus: Path) -> None:
     items = find_items(corpus, ("asr", "long"))
     assert len(items) >= 20
     ev = asyncio.run(evaluate_asr(vox, items))
-    # Measured 6.9 % pooled over 854 words (22 clips + the 3.9 min long-form file) with whisper-base;
-    # most errors are the model's own (accents, "Montreal Forced Aligner"); the bound leaves room for noise.
+    # Measured 8.45 % pooled over 852 words (22 clips + the 3.9 min long-form file) with whisper-base and the
+    # Whisper normalizer (6.6-6.9 % with the earlier hand-written one: the Whisper normalizer removes the
+    # long-form reference's spoken 13-word parenthetical and scores "one two three" against "1, 2, 3" as 3
+    # errors); most errors are the model's own (accents, "Montreal Forced Aligner"); the bound leaves room for noise.
     assert ev.pooled_wer.wer < 0.10, ev.pooled_wer
     jfk = next(f for f in ev.files if f.name == "fw_jfk")
     assert jfk.score.wer <= 0.1  # 0 % here, one word ("asked") on some CPUs

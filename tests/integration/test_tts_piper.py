@@ -53,8 +53,11 @@ SENTENCES = [
 # Whisper base on the embedded voice, pooled over these 10 sentences (110 words). With the voice's own sampling
 # noise every run differs: measured 6.9-10.8 % in 8 runs and once above 18 %, hence a loose bound; with the noise
 # off, synthesis is deterministic: measured 9.8 %, hence a tight one. "birch canoe" is always "birch can use".
+# With the Whisper normalizer (101 words) the deterministic run measured 13.9 % (14 errors), where the earlier
+# normalizer gave 12.7 % on the same transcripts: "10:30 am" against "10.30 a.m." is now 4 errors, not 3 ("a.m."
+# stays two words); a sampled run measured 10.9 % (9.8 % before).
 WER_BOUND = 0.25
-WER_BOUND_DETERMINISTIC = 0.13
+WER_BOUND_DETERMINISTIC = 0.14
 
 
 @pytest.fixture(scope="module")
