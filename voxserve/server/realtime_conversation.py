@@ -1,11 +1,12 @@
 """The OpenAI Realtime protocol, conversation sessions: session config, client items, and server events made
 from agent events. Pure functions and small frozen types, no sockets (see ``ws_conversation.py``).
 
-Both session shapes are accepted: GA (``session.update`` with ``type: realtime``, ``instructions`` and
-``audio.{input,output}``) and beta (flat ``voice``, ``input_audio_format``, ``output_audio_format``,
-``turn_detection``, ``input_audio_transcription``). Reply audio events are named the GA way
-(``response.output_audio.delta``) or the beta way (``response.audio.delta``): by the shape the client speaks,
-or explicitly with ``session.voxserve.audio_events: "ga" | "beta"``.
+Both session shapes are accepted (read by :mod:`voxserve.server.realtime_session`, as for transcription
+sessions): GA (``session.update`` with ``type: realtime``, ``instructions`` and ``audio.{input,output}``) and
+beta (flat ``voice``, ``input_audio_format``, ``output_audio_format``, ``turn_detection``,
+``input_audio_transcription``). Reply audio events are named the GA way (``response.output_audio.delta``) or the
+beta way (``response.audio.delta``): by the shape the client speaks, or explicitly with
+``session.voxserve.audio_events: "ga" | "beta"``.
 """
 
 from __future__ import annotations
@@ -26,19 +27,21 @@ from voxserve.agent.events import (
     UserSpeechStarted,
     UserTurnEnded,
 )
-from voxserve.languages import language_code
-from voxserve.server.realtime_protocol import (
-    FORMATS,
-    GA_FORMATS,
-    ProtocolError,
-    error_event,
-    float_field,
-    int_field,
-    server_event,
+from voxserve.server.realtime_protocol import ProtocolError, error_event, server_event
+from voxserve.server.realtime_session import (
+    ABSENT,
+    Extensions,
+    Maybe,
+    TurnRequest,
+    audio_format,
+    beta_format,
+    ga_format,
+    keep,
+    read_update,
+    text_value,
 )
 from voxserve.types import samples_to_s
 
-_EAGERNESS_MS = {"high": 300, "medium": 500, "auto": 500, "low": 900}
 _NAMES = {
     "ga": {"audio": "response.output_audio", "transcript": "response.output_audio_transcript"},
     "beta": {"audio": "response.audio", "transcript": "response.audio_transcript"},
@@ -96,189 +99,68 @@ class ConversationConfig:
                if self.turn else None, "speculative": self.turn.speculative if self.turn else False}
         if self.shape == "beta":
             return {"id": session_id, "object": "realtime.session", "modalities": ["audio", "text"],
-                    "instructions": instructions, "voice": voice, "input_audio_format": _beta_format(self.in_encoding),
-                    "output_audio_format": _beta_format(self.out_encoding), "turn_detection": td,
+                    "instructions": instructions, "voice": voice, "input_audio_format": beta_format(self.in_encoding),
+                    "output_audio_format": beta_format(self.out_encoding), "turn_detection": td,
                     "input_audio_transcription": {"model": "whisper-1", "language": self.language},
                     "max_response_output_tokens": tokens, "voxserve": ext}
         return {"id": session_id, "object": "realtime.session", "type": "realtime", "output_modalities": ["audio"],
                 "instructions": instructions, "max_output_tokens": tokens,
-                "audio": {"input": {"format": _ga_format(self.in_encoding, self.in_rate),
+                "audio": {"input": {"format": ga_format(self.in_encoding, self.in_rate),
                                     "transcription": {"model": "whisper-1", "language": self.language},
                                     "turn_detection": td},
-                          "output": {"format": _ga_format(self.out_encoding, self.out_rate), "voice": voice}},
+                          "output": {"format": ga_format(self.out_encoding, self.out_rate), "voice": voice}},
                 "voxserve": ext}
-
-
-def _beta_format(encoding: str) -> str:
-    return {"ulaw": "g711_ulaw", "alaw": "g711_alaw"}.get(encoding, "pcm16")
-
-
-def _ga_format(encoding: str, rate: int) -> dict[str, Any]:
-    kind = {"ulaw": "audio/pcmu", "alaw": "audio/pcma"}.get(encoding, "audio/pcm")
-    return {"type": kind, "rate": rate} if kind == "audio/pcm" else {"type": kind}
 
 
 # ------------------------------------------------------------------------------------------- session.update
 
 
 def apply_conversation_update(config: ConversationConfig, event: dict[str, Any]) -> ConversationConfig:
-    """A new config from a ``session.update`` of either shape."""
-    s = event.get("session")
-    if not isinstance(s, dict):
-        raise ProtocolError("session.update needs a 'session' object", code="invalid_session", param="session")
-    if s.get("type", "realtime") != "realtime":
-        raise ProtocolError("this socket is a conversation session: use type 'realtime' (or connect with "
-                            "?intent=transcription)", code="invalid_session_type", param="session.type")
-    beta = "audio" not in s and any(k in s for k in ("voice", "input_audio_format", "output_audio_format",
-                                                     "modalities", "input_audio_transcription"))
-    config = replace(config, shape="beta", audio_events="beta") if beta else config
-    if "instructions" in s:
-        config = replace(config, instructions=_text(s["instructions"], "session.instructions"))
-    config = _apply_beta(config, s) if beta else _apply_ga(config, s)
-    if "turn_detection" in s and not beta:
-        raise ProtocolError("put turn_detection under session.audio.input", code="invalid_session",
-                            param="session.turn_detection")
-    tokens = s.get("max_output_tokens", s.get("max_response_output_tokens"))
-    if tokens is not None:
-        config = replace(config, max_output_tokens=None if tokens == "inf" else
-                         int_field({"t": tokens}, "t", 80, 1, 4096, "session.max_output_tokens"))
-    if "temperature" in s:
-        config = replace(config, temperature=float_field(s, "temperature", 0.0, 0.0, 2.0, "session"))
-    ext = s.get("voxserve")
-    if isinstance(ext, dict):
-        config = _apply_extensions(config, ext)
-    return config
-
-
-def _apply_ga(config: ConversationConfig, s: dict[str, Any]) -> ConversationConfig:
-    audio = s.get("audio") or {}
-    if not isinstance(audio, dict):
-        raise ProtocolError("session.audio must be an object", code="invalid_session", param="session.audio")
-    inp, out = _object(audio, "input", "session.audio"), _object(audio, "output", "session.audio")
-    if isinstance(inp.get("format"), dict):
-        encoding, rate = _ga_audio_format(inp["format"], "session.audio.input.format")
-        config = replace(config, in_encoding=encoding, in_rate=rate)
-    if isinstance(out.get("format"), dict):
-        encoding, rate = _ga_audio_format(out["format"], "session.audio.output.format")
-        config = replace(config, out_encoding=encoding, out_rate=rate)
-    if "voice" in out:
-        config = replace(config, voice=_text(out["voice"], "session.audio.output.voice") or None)
-    if "transcription" in inp:
-        config = _apply_language(config, inp["transcription"], "session.audio.input.transcription")
-    if "turn_detection" in inp:
-        config = replace(config, turn=_turn(inp["turn_detection"], config.turn, "session.audio.input.turn_detection"))
-    return config
-
-
-def _apply_beta(config: ConversationConfig, s: dict[str, Any]) -> ConversationConfig:
-    for key in ("input_audio_format", "output_audio_format"):
-        if key in s:
-            fmt = s[key]
-            if not isinstance(fmt, str) or fmt not in FORMATS:
-                raise ProtocolError(f"{key} must be one of {', '.join(FORMATS)}", code="invalid_format",
-                                    param=f"session.{key}")
-            encoding, rate = FORMATS[fmt]
-            if key == "input_audio_format":
-                config = replace(config, in_encoding=encoding, in_rate=rate)
-            else:
-                config = replace(config, out_encoding=encoding, out_rate=rate)
-    if "voice" in s:
-        config = replace(config, voice=_text(s["voice"], "session.voice") or None)
-    if "input_audio_transcription" in s:
-        config = _apply_language(config, s["input_audio_transcription"], "session.input_audio_transcription")
-    if "turn_detection" in s:
-        config = replace(config, turn=_turn(s["turn_detection"], config.turn, "session.turn_detection"))
-    return config
-
-
-def _object(parent: dict[str, Any], key: str, where: str) -> dict[str, Any]:
-    """``parent[key]`` as an object (``{}`` when absent or null), else ``invalid_session``."""
-    value = parent.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ProtocolError(f"{where}.{key} must be an object", code="invalid_session", param=f"{where}.{key}")
-    return value
-
-
-def _ga_audio_format(fmt: dict[str, Any], where: str) -> tuple[str, int]:
-    kind = fmt.get("type", "audio/pcm")
-    if not isinstance(kind, str) or kind not in GA_FORMATS:
-        raise ProtocolError(f"audio format must be one of {', '.join(GA_FORMATS)}", code="invalid_format", param=where)
-    encoding = GA_FORMATS[kind]
-    if encoding != "pcm16":
-        return encoding, 8000
-    rate = fmt.get("rate", 24000)
-    if rate not in (16000, 24000):
-        raise ProtocolError("PCM audio must be at 24000 or 16000 Hz", code="invalid_rate", param=f"{where}.rate")
-    return encoding, int(rate)
-
-
-def _apply_language(config: ConversationConfig, t: Any, where: str) -> ConversationConfig:
-    if t is None:
-        return config
-    if not isinstance(t, dict):
-        raise ProtocolError("transcription settings must be an object", code="invalid_transcription", param=where)
-    language = t.get("language")
-    if not language:
-        return config
-    code = language_code(str(language))
-    if code is None:
-        raise ProtocolError(f"unsupported language {language!r}", code="unsupported_language", param=f"{where}.language")
-    return replace(config, language=code)
-
-
-def _turn(td: Any, current: TurnConfig | None, where: str) -> TurnConfig | None:
-    if td is None:
-        return None
-    if not isinstance(td, dict) or td.get("type", "server_vad") not in ("server_vad", "semantic_vad"):
-        raise ProtocolError("turn_detection must be null or {type: server_vad | semantic_vad, ...}",
-                            code="invalid_turn_detection", param=where)
-    base = current or TurnConfig()
-    silence = base.silence_duration_ms
-    if td.get("type") == "semantic_vad":
-        eagerness = td.get("eagerness", "auto")
-        if eagerness not in _EAGERNESS_MS:
-            raise ProtocolError("eagerness must be low, medium, high or auto", code="invalid_value",
-                                param=f"{where}.eagerness")
-        silence = _EAGERNESS_MS[eagerness]
-    return TurnConfig(
-        threshold=float_field(td, "threshold", base.threshold, 0.01, 0.99, where),
-        prefix_padding_ms=int_field(td, "prefix_padding_ms", base.prefix_padding_ms, 0, 5000, where),
-        silence_duration_ms=int_field(td, "silence_duration_ms", silence, 50, 10_000, where),
-        create_response=_flag(td, "create_response", base.create_response, where),
-        interrupt_response=_flag(td, "interrupt_response", base.interrupt_response, where),
-        incomplete_silence_ms=base.incomplete_silence_ms, speculative=base.speculative,
-        kind=str(td.get("type", "server_vad")),
+    """A new config from a ``session.update`` of either shape, read by
+    :func:`~voxserve.server.realtime_session.read_update`. A beta update switches reply audio events to the beta
+    names; an update that names nothing of either shape keeps the session's shape."""
+    asked = read_update(event, "realtime")
+    in_encoding, in_rate = audio_format(asked.input_format, config.in_encoding, config.in_rate)
+    out_encoding, out_rate = audio_format(asked.output_format, config.out_encoding, config.out_rate)
+    events = "beta" if asked.shape == "beta" else config.audio_events
+    return replace(
+        config,
+        instructions=keep(asked.instructions, config.instructions),
+        voice=keep(asked.voice, config.voice),
+        in_encoding=in_encoding,
+        in_rate=in_rate,
+        out_encoding=out_encoding,
+        out_rate=out_rate,
+        turn=_with_extensions(_turn(asked.turn_detection, config.turn), asked.voxserve),
+        language=keep(asked.transcription.language, config.language),
+        max_output_tokens=keep(asked.max_output_tokens, config.max_output_tokens),
+        temperature=keep(asked.temperature, config.temperature),
+        audio_events=keep(asked.voxserve.audio_events, events),
+        shape=asked.shape or config.shape,
     )
 
 
-def _apply_extensions(config: ConversationConfig, ext: dict[str, Any]) -> ConversationConfig:
-    names = ext.get("audio_events", config.audio_events)
-    if names not in _NAMES:
-        raise ProtocolError("audio_events must be 'ga' or 'beta'", code="invalid_value",
-                            param="session.voxserve.audio_events")
-    config = replace(config, audio_events=names)
-    if config.turn is not None:
-        turn = replace(config.turn, incomplete_silence_ms=int_field(ext, "incomplete_silence_ms",
-                                                               config.turn.incomplete_silence_ms, 0, 10_000,
-                                                               "session.voxserve"),
-                       speculative=_flag(ext, "speculative", config.turn.speculative, "session.voxserve"))
-        config = replace(config, turn=turn)
-    return config
+def _turn(asked: Maybe[TurnRequest | None], current: TurnConfig | None) -> TurnConfig | None:
+    """Turn detection after the request: the fields it names change, the others keep their value (or the
+    default when it was off)."""
+    if asked is ABSENT:
+        return current
+    if asked is None:
+        return None
+    base = current or TurnConfig()
+    return replace(base, kind=asked.kind, threshold=keep(asked.threshold, base.threshold),
+                   prefix_padding_ms=keep(asked.prefix_padding_ms, base.prefix_padding_ms),
+                   silence_duration_ms=asked.silence_ms(base.silence_duration_ms),
+                   create_response=keep(asked.create_response, base.create_response),
+                   interrupt_response=keep(asked.interrupt_response, base.interrupt_response))
 
 
-def _text(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise ProtocolError(f"{where} must be a string", code="invalid_value", param=where)
-    return value
-
-
-def _flag(d: dict[str, Any], key: str, default: bool, where: str) -> bool:
-    value = d.get(key, default)
-    if not isinstance(value, bool):
-        raise ProtocolError(f"{key} must be true or false", code="invalid_value", param=f"{where}.{key}")
-    return value
+def _with_extensions(turn: TurnConfig | None, x: Extensions) -> TurnConfig | None:
+    """voxserve's turn settings (``session.voxserve``); nothing to set while turn detection is off."""
+    if turn is None:
+        return None
+    return replace(turn, incomplete_silence_ms=keep(x.incomplete_silence_ms, turn.incomplete_silence_ms),
+                   speculative=keep(x.speculative, turn.speculative))
 
 
 # ------------------------------------------------------------------------------------------- client items
@@ -314,7 +196,7 @@ def item_text(event: dict[str, Any]) -> tuple[str, str]:
         if not isinstance(part, dict) or part.get("type") not in ("input_text", "text", "output_text"):
             raise ProtocolError("only text content can be added (input_text, text, output_text)",
                                 code="unsupported_content", param="item.content")
-        texts.append(_text(part.get("text", ""), "item.content.text"))
+        texts.append(text_value(part.get("text", ""), "item.content.text"))
     text = " ".join(t.strip() for t in texts if t.strip())
     if not text:
         raise ProtocolError("the message has no text", code="invalid_item", param="item.content")
@@ -340,7 +222,7 @@ def response_instructions(event: dict[str, Any]) -> str | None:
     if not isinstance(response, dict):
         raise ProtocolError("response must be an object", code="invalid_value", param="response")
     value = response.get("instructions")
-    return _text(value, "response.instructions") if value is not None else None
+    return text_value(value, "response.instructions") if value is not None else None
 
 
 # ------------------------------------------------------------------------------------------- server events

@@ -1,9 +1,9 @@
 """The OpenAI Realtime protocol (transcription sessions): client events in, server events out.
 
-Pure functions and small frozen types, no sockets. Both session shapes are accepted: the GA one
-(``session.update`` with ``session.audio.input.{format, transcription, turn_detection}``) and the beta one
-(``transcription_session.update`` with ``input_audio_format``, ``input_audio_transcription``,
-``turn_detection``). voxserve extensions: PCM at 16 kHz (``rate: 16000`` / ``input_sample_rate``) and, under
+Pure functions and small frozen types, no sockets. Both session shapes are accepted (read by
+:mod:`voxserve.server.realtime_session`, as for conversation sessions): the GA one (``session.update`` with
+``session.audio.input.{format, transcription, turn_detection}``) and the beta one (``transcription_session.update``
+with ``input_audio_format``, ``input_audio_transcription``, ``turn_detection``). voxserve extensions: PCM at 16 kHz (``rate: 16000`` / ``input_sample_rate``) and, under
 ``session.voxserve``, ``partial_events`` (revisable ``...input_audio_transcription.partial`` events),
 ``partial_interval_ms`` and ``speakers`` (a speaker label in each completed event's ``voxserve`` block).
 """
@@ -18,7 +18,20 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from voxserve.errors import InvalidInput
-from voxserve.languages import language_code
+from voxserve.server.realtime_session import (
+    ABSENT,
+    LOGPROBS,
+    Maybe,
+    TurnRequest,
+    audio_format,
+    beta_format,
+    ga_format,
+    keep,
+    read_update,
+)
+from voxserve.server.realtime_session import (
+    ProtocolError as ProtocolError,  # the protocol's error type, defined with the session reader
+)
 from voxserve.streaming.live_events import (
     Cleared,
     Committed,
@@ -34,8 +47,6 @@ from voxserve.streaming.live_events import (
 from voxserve.types import samples_to_s
 
 _event_ids = itertools.count(1)
-FORMATS = {"pcm16": ("pcm16", 24000), "g711_ulaw": ("ulaw", 8000), "g711_alaw": ("alaw", 8000)}
-GA_FORMATS = {"audio/pcm": "pcm16", "audio/pcmu": "ulaw", "audio/pcma": "alaw"}
 
 
 @dataclass(frozen=True)
@@ -68,26 +79,20 @@ class SessionConfig:
         """The session object as the server reports it, in the client's shape."""
         td = None if self.turn_detection is None else {"type": "server_vad", **self.turn_detection.__dict__}
         transcription = {"model": self.model, "language": self.language, "prompt": self.prompt or ""}
-        include = ["item.input_audio_transcription.logprobs"] if self.logprobs else []
+        include = [LOGPROBS] if self.logprobs else []
         noise = None if self.noise_reduction is None else {"type": self.noise_reduction}
         ext = {"partial_events": self.partial_events, "partial_interval_ms": self.partial_interval_ms,
                "speakers": self.speakers}
         if self.shape == "beta":
-            fmt = {"ulaw": "g711_ulaw", "alaw": "g711_alaw"}.get(self.encoding, "pcm16")
-            return {"id": session_id, "object": "realtime.transcription_session", "input_audio_format": fmt,
+            return {"id": session_id, "object": "realtime.transcription_session",
+                    "input_audio_format": beta_format(self.encoding),
                     "input_sample_rate": self.sample_rate, "input_audio_transcription": transcription,
                     "turn_detection": td, "input_audio_noise_reduction": noise, "include": include, "voxserve": ext}
-        fmt_ga: dict[str, Any] = {"type": {"ulaw": "audio/pcmu", "alaw": "audio/pcma"}.get(self.encoding, "audio/pcm")}
-        if self.encoding == "pcm16":
-            fmt_ga["rate"] = self.sample_rate
         return {"id": session_id, "object": "realtime.transcription_session", "type": "transcription",
-                "audio": {"input": {"format": fmt_ga, "transcription": transcription, "turn_detection": td,
+                "audio": {"input": {"format": ga_format(self.encoding, self.sample_rate),
+                                    "transcription": transcription, "turn_detection": td,
                                     "noise_reduction": noise}},
                 "include": include, "voxserve": ext}
-
-
-class ProtocolError(InvalidInput):
-    """A client event that cannot be used; reported as an ``error`` event, the session goes on."""
 
 
 def parse_message(raw: str) -> dict[str, Any]:
@@ -115,158 +120,40 @@ def decode_audio_field(event: dict[str, Any]) -> bytes:
 
 
 def apply_update(config: SessionConfig, event: dict[str, Any]) -> SessionConfig:
-    """A new session config from ``session.update`` (GA) or ``transcription_session.update`` (beta)."""
-    session = event.get("session")
-    if not isinstance(session, dict):
-        raise ProtocolError("the update needs a 'session' object", code="invalid_session", param="session")
-    if event["type"] == "transcription_session.update":
-        config = _apply_beta(replace(config, shape="beta"), session)
-    else:
-        if session.get("type", "transcription") != "transcription":
-            raise ProtocolError("this socket is a transcription session (intent=transcription)",
-                                code="invalid_session_type", param="session.type")
-        config = _apply_ga(replace(config, shape="ga"), session)
-    ext = session.get("voxserve")
-    if isinstance(ext, dict):
-        config = replace(
-            config,
-            partial_events=_bool(ext, "partial_events", config.partial_events),
-            speakers=_bool(ext, "speakers", config.speakers),
-            partial_interval_ms=int_field(ext, "partial_interval_ms", config.partial_interval_ms, 0, 10_000, "session.voxserve"),
-        )
-    return config
-
-
-def _apply_beta(config: SessionConfig, s: dict[str, Any]) -> SessionConfig:
-    if "input_audio_format" in s:
-        fmt = s["input_audio_format"]
-        if not isinstance(fmt, str) or fmt not in FORMATS:
-            raise ProtocolError(f"input_audio_format must be one of {', '.join(FORMATS)}", code="invalid_format",
-                                param="session.input_audio_format")
-        encoding, rate = FORMATS[fmt]
-        config = replace(config, encoding=encoding, sample_rate=rate)
-    if "input_sample_rate" in s:
-        config = replace(config, sample_rate=_rate(s["input_sample_rate"], config.encoding, "session.input_sample_rate"))
-    if "input_audio_transcription" in s:
-        config = _apply_transcription(config, s["input_audio_transcription"], "session.input_audio_transcription")
-    if "turn_detection" in s:
-        config = replace(config, turn_detection=_turn_detection(s["turn_detection"], "session.turn_detection"))
-    if "input_audio_noise_reduction" in s:
-        config = replace(config, noise_reduction=_noise(s["input_audio_noise_reduction"], "session.input_audio_noise_reduction"))
-    return _apply_include(config, s)
-
-
-def _apply_ga(config: SessionConfig, s: dict[str, Any]) -> SessionConfig:
-    config = _apply_include(config, s)
-    audio = s.get("audio") or {}
-    inp = audio.get("input") if isinstance(audio, dict) else None
-    if not isinstance(inp, dict):
-        return config
-    if "noise_reduction" in inp:
-        config = replace(config, noise_reduction=_noise(inp["noise_reduction"], "session.audio.input.noise_reduction"))
-    fmt = inp.get("format")
-    if isinstance(fmt, dict):
-        kind = fmt.get("type", "audio/pcm")
-        if not isinstance(kind, str) or kind not in GA_FORMATS:
-            raise ProtocolError(f"audio format must be one of {', '.join(GA_FORMATS)}", code="invalid_format",
-                                param="session.audio.input.format")
-        encoding = GA_FORMATS[kind]
-        rate = _rate(fmt.get("rate", 24000), encoding, "session.audio.input.format.rate") if encoding == "pcm16" else 8000
-        config = replace(config, encoding=encoding, sample_rate=rate)
-    if "transcription" in inp:
-        config = _apply_transcription(config, inp["transcription"], "session.audio.input.transcription")
-    if "turn_detection" in inp:
-        config = replace(config, turn_detection=_turn_detection(inp["turn_detection"], "session.audio.input.turn_detection"))
-    return config
-
-
-_INCLUDE = "item.input_audio_transcription.logprobs"
-
-
-def _apply_include(config: SessionConfig, s: dict[str, Any]) -> SessionConfig:
-    """``include``: only the transcription's logprobs can be asked for."""
-    if "include" not in s:
-        return config
-    include = s["include"] or []
-    if not isinstance(include, list) or any(v != _INCLUDE for v in include):
-        raise ProtocolError(f"include may only hold {_INCLUDE!r}", code="invalid_include", param="session.include")
-    return replace(config, logprobs=bool(include))
-
-
-def _noise(value: Any, where: str) -> str | None:
-    """OpenAI's noise reduction (``null`` or ``{"type": "near_field" | "far_field"}``): accepted and echoed."""
-    if value is None:
-        return None
-    if not isinstance(value, dict) or value.get("type") not in ("near_field", "far_field"):
-        raise ProtocolError("noise_reduction must be null or {type: near_field | far_field}",
-                            code="invalid_noise_reduction", param=where)
-    return str(value["type"])
-
-
-def _rate(value: Any, encoding: str, param: str) -> int:
-    if encoding != "pcm16":
-        return 8000
-    if value not in (16000, 24000):
-        raise ProtocolError("PCM audio must be at 24000 or 16000 Hz", code="invalid_rate", param=param)
-    return int(value)
-
-
-def _apply_transcription(config: SessionConfig, t: Any, where: str) -> SessionConfig:
-    if t is None:
-        return config
-    if not isinstance(t, dict):
-        raise ProtocolError("transcription settings must be an object", code="invalid_transcription", param=where)
-    language = t.get("language")
-    if language:
-        code = language_code(str(language))
-        if code is None:
-            raise ProtocolError(f"unsupported language {language!r}", code="unsupported_language",
-                                param=f"{where}.language")
-        language = code
-    prompt = t.get("prompt")
-    if prompt is not None and not isinstance(prompt, str):
-        raise ProtocolError("prompt must be a string", code="invalid_prompt", param=f"{where}.prompt")
-    return replace(config, model=str(t.get("model") or config.model), language=language or None, prompt=prompt or None)
-
-
-def _turn_detection(td: Any, where: str) -> TurnDetection | None:
-    if td is None:
-        return None
-    if not isinstance(td, dict) or td.get("type", "server_vad") not in ("server_vad", "semantic_vad"):
-        raise ProtocolError("turn_detection must be null or {type: server_vad, ...}", code="invalid_turn_detection",
-                            param=where)
-    return TurnDetection(
-        threshold=float_field(td, "threshold", 0.5, 0.01, 0.99, where),
-        prefix_padding_ms=int_field(td, "prefix_padding_ms", 300, 0, 5000, where),
-        silence_duration_ms=int_field(td, "silence_duration_ms", 500, 50, 10_000, where),
+    """A new session config from ``session.update`` or ``transcription_session.update`` of either shape, read by
+    :func:`~voxserve.server.realtime_session.read_update`. An update that names nothing of either shape is
+    GA unless it is ``transcription_session.update`` (the beta event of transcription sessions)."""
+    asked = read_update(event, "transcription")
+    t, x = asked.transcription, asked.voxserve
+    encoding, rate = audio_format(asked.input_format, config.encoding, config.sample_rate)
+    return replace(
+        config,
+        encoding=encoding,
+        sample_rate=rate,
+        model=keep(t.model, config.model),
+        language=keep(t.language, config.language),
+        prompt=keep(t.prompt, config.prompt),
+        turn_detection=_turn_detection(asked.turn_detection, config.turn_detection),
+        noise_reduction=keep(asked.noise_reduction, config.noise_reduction),
+        logprobs=keep(asked.logprobs, config.logprobs),
+        partial_events=keep(x.partial_events, config.partial_events),
+        partial_interval_ms=keep(x.partial_interval_ms, config.partial_interval_ms),
+        speakers=keep(x.speakers, config.speakers),
+        shape=asked.shape or "ga",
     )
 
 
-def _bool(d: dict[str, Any], key: str, default: bool) -> bool:
-    value = d.get(key, default)
-    if not isinstance(value, bool):
-        raise ProtocolError(f"{key} must be true or false", code="invalid_value", param=f"session.voxserve.{key}")
-    return value
-
-
-def int_field(d: dict[str, Any], key: str, default: int, lo: int, hi: int, where: str) -> int:
-    """``d[key]`` as an integer in ``[lo, hi]`` (``default`` when absent or null), else ``invalid_value``."""
-    value = d.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise ProtocolError(f"{key} must be an integer between {lo} and {hi}", code="invalid_value", param=f"{where}.{key}")
-    return value
-
-
-def float_field(d: dict[str, Any], key: str, default: float, lo: float, hi: float, where: str) -> float:
-    """``d[key]`` as a number in ``[lo, hi]`` (``default`` when absent or null), else ``invalid_value``."""
-    value = d.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= float(value) <= hi:
-        raise ProtocolError(f"{key} must be a number between {lo} and {hi}", code="invalid_value", param=f"{where}.{key}")
-    return float(value)
+def _turn_detection(asked: Maybe[TurnRequest | None], current: TurnDetection | None) -> TurnDetection | None:
+    """The server VAD after the request: the fields it names change (``semantic_vad`` is served as server VAD
+    with its eagerness as the silence), the others keep their value (or the default when it was off)."""
+    if asked is ABSENT:
+        return current
+    if asked is None:
+        return None
+    base = current or TurnDetection()
+    return TurnDetection(threshold=keep(asked.threshold, base.threshold),
+                         prefix_padding_ms=keep(asked.prefix_padding_ms, base.prefix_padding_ms),
+                         silence_duration_ms=asked.silence_ms(base.silence_duration_ms))
 
 
 def server_event(kind: str, **fields: Any) -> dict[str, Any]:

@@ -189,7 +189,8 @@ class TranscriptionSession(RealtimeSession):
             if old is not None:
                 self.forwarders.append(asyncio.ensure_future(old.aclose()))
             self._start_stream()
-        updated = "transcription_session.updated" if new.shape == "beta" else "session.updated"
+        beta_event = event["type"] == "transcription_session.update"  # the reply answers the client's event
+        updated = "transcription_session.updated" if beta_event else "session.updated"
         self.send(server_event(updated, session=new.public(self.id)))
 
     def _start_stream(self) -> None:
