@@ -25,6 +25,7 @@ import numpy as np
 from voxserve.backends.asr.options import check_decode_options
 from voxserve.backends.asr.whisper_words import words_from_alignment
 from voxserve.backends.base import AsrLoadOptions, AsrModelInfo, AsrRequest, AsrResult, DecodeOptions
+from voxserve.backends.checks import check_audio, check_batch_audio
 from voxserve.errors import BackendError, ModelUnavailable
 from voxserve.types import SAMPLE_RATE, Float32Array
 
@@ -122,7 +123,12 @@ class CTranslate2Whisper:
         check_decode_options(self._info, options)
 
     def detect_language(self, audio: Float32Array) -> list[tuple[str, float]]:
-        """Language probabilities of the audio's first 30 s, best first."""
+        """Language probabilities of the audio's first 30 s, best first.
+
+        Raises:
+            InvalidInput: the audio is empty, not 1-D float samples, or has NaN or infinite samples.
+        """
+        check_audio(audio)
         if not self._info.multilingual:
             return [("en", 1.0)]
         encoded = self._encode([self._mel(audio, "full")])
@@ -133,7 +139,15 @@ class CTranslate2Whisper:
         self._encode([self._mel(audio, "full")])
 
     def transcribe_batch(self, requests: Sequence[AsrRequest]) -> list[AsrResult]:
-        """Recognise every request; requests with compatible options share decoder calls."""
+        """Recognise every request; requests with compatible options share decoder calls. Only the first 30 s
+        of a longer request are heard (as in :meth:`detect_language`).
+
+        Raises:
+            InvalidInput: a request's audio is empty (Whisper would hear "you" in it), not 1-D float samples,
+                or has NaN or infinite samples (it would come back as an empty text of log-probability -inf);
+                checked before any model call.
+        """
+        check_batch_audio([r.audio for r in requests], "request audio")
         results: list[AsrResult | None] = [None] * len(requests)
         previous = [self._previous(r.options) for r in requests]  # tokenized once: grouping and prompts use it
         for indices in self._group(requests, previous).values():

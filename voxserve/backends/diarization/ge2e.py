@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from voxserve.backends.base import EmbedderInfo
+from voxserve.backends.checks import check_batch_audio
 from voxserve.backends.diarization.export import export_ge2e
 from voxserve.backends.diarization.features import mel_power_spectrogram, slaney_mel_filters
 from voxserve.backends.diarization.onnx_runtime import cpu_session
@@ -63,7 +64,14 @@ class Ge2eEmbedder:
         return self._info
 
     def embed_batch(self, audios: Sequence[Float32Array]) -> list[Float32Array]:
-        """L2-normalised embeddings, in input order."""
+        """L2-normalised embeddings, in input order.
+
+        Raises:
+            InvalidInput: an input is empty, not 1-D float samples, or has NaN or infinite samples.
+        """
+        check_batch_audio(audios)
+        if not audios:
+            return []
         partials: list[Float32Array] = []
         owner: list[int] = []
         for i, audio in enumerate(audios):

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from voxserve.backends.base import SegmentationInfo
+from voxserve.backends.checks import check_batch_audio
 from voxserve.backends.diarization.onnx_runtime import cpu_session
 from voxserve.backends.diarization.powerset import powerset_to_multilabel
 from voxserve.backends.diarization.weights import segmentation_onnx
@@ -34,7 +35,14 @@ class PyannoteSegmentation:
         return INFO
 
     def segment_batch(self, windows: Sequence[Float32Array]) -> list[Float32Array]:
-        """Activity (frames, 3) in {0, 1} per window; windows shorter than 10 s are zero-padded."""
+        """Activity (frames, 3) in {0, 1} per window; windows shorter than 10 s are zero-padded (an empty one is
+        10 s of silence), only the first 10 s of longer ones are seen.
+
+        Raises:
+            InvalidInput: a window is not 1-D float samples or has NaN or infinite samples (the model marks
+                every frame of such a window as speech).
+        """
+        check_batch_audio(windows, "window", allow_empty=True)
         if not windows:
             return []
         batch = np.zeros((len(windows), 1, INFO.window_samples), dtype=np.float32)

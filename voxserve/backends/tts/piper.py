@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from voxserve.backends.asr.embedded import cache_dir
 from voxserve.backends.base import DecoderInfo, FrameBlock, SpeechOptions, VoiceInfo
+from voxserve.backends.checks import check_frames
 from voxserve.errors import BackendError, ModelUnavailable, Unsupported
 from voxserve.types import Float32Array
 
@@ -135,6 +136,8 @@ class PiperDecoder:
     def __init__(self, path: Path, name: str, sample_rate: int, config: PiperLoadConfig) -> None:
         self._session = _session(path, config.threads, config.device)
         self._input = self._session.get_inputs()[0].name
+        shape = self._session.get_inputs()[0].shape
+        self.channels = int(shape[1]) if len(shape) == 3 and isinstance(shape[1], int) else LATENT_CHANNELS
         self._stack = config.stack_batches
         self.gain = 1.0
         self._info = DecoderInfo(
@@ -148,13 +151,24 @@ class PiperDecoder:
         return self._info
 
     def decode_batch(self, windows: Sequence[npt.NDArray[Any]]) -> list[Float32Array]:
-        """Decode latent windows of shape (192, frames) to ``frames * 256`` samples each."""
-        if not self._stack:
-            return [self._run(w[np.newaxis])[0] for w in windows]
+        """Decode latent windows of shape (channels, frames) (192 channels in Piper's voices) to
+        ``frames * 256`` samples each (none for no frames).
+
+        Raises:
+            InvalidInput: a window is not (channels, frames) finite floats (ONNX Runtime would raise its own error
+                for a wrong shape or no frames, and turn NaN latents into NaN audio).
+        """
+        for i, w in enumerate(windows):
+            check_frames(w, self.channels, f"decoder window {i}")
         results: list[Float32Array | None] = [None] * len(windows)
         by_length: dict[int, list[int]] = {}
         for i, w in enumerate(windows):
-            by_length.setdefault(w.shape[-1], []).append(i)
+            if not w.shape[-1]:
+                results[i] = np.zeros(0, np.float32)
+            elif not self._stack:
+                results[i] = self._run(w[np.newaxis])[0]
+            else:
+                by_length.setdefault(w.shape[-1], []).append(i)
         for indices in by_length.values():
             decoded = self._run(np.stack([windows[i] for i in indices]))
             for i, audio in zip(indices, decoded, strict=True):

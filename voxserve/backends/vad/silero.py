@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from voxserve.backends.checks import check_audio
 from voxserve.errors import ModelUnavailable
 from voxserve.types import SAMPLE_RATE, Float32Array
 
@@ -36,7 +37,13 @@ class SileroVad:
         self._vad.reset()
 
     def probabilities(self, audio: Float32Array) -> Float32Array:
-        """Speech probability of each whole 512-sample frame of ``audio``; a partial tail is ignored."""
+        """Speech probability of each whole 512-sample frame of ``audio``; a partial tail is ignored.
+
+        Raises:
+            InvalidInput: not 1-D float samples, or NaN or infinite ones (Silero scores them as speech); the
+                stream state is left as it was.
+        """
+        check_audio(audio, allow_empty=True)
         n = len(audio) // FRAME_SAMPLES
         out = np.empty(n, dtype=np.float32)
         data = np.ascontiguousarray(audio[: n * FRAME_SAMPLES], dtype=np.float32)
