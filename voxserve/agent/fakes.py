@@ -16,6 +16,8 @@ import numpy as np
 
 from voxserve.agent.llm import LlmOptions, LlmUnavailable
 from voxserve.agent.prompt import ChatMessage
+from voxserve.backends.checks import check_chat
+from voxserve.errors import BackendError
 from voxserve.types import Float32Array
 
 ReplyScript = Callable[[Sequence[ChatMessage]], str]
@@ -74,11 +76,13 @@ class FakeLlm:
 @dataclass
 class FakeChatModel:
     """A blocking chat model like ``LlamaChatModel``: yields ``pieces`` every ``piece_s`` seconds and records
-    how many pieces it made before it was told to stop."""
+    how many pieces it made before it was told to stop. Like the real model it refuses malformed requests
+    (InvalidInput) and prompts longer than ``context_tokens`` (BackendError), before the first piece."""
 
     pieces: Sequence[str] = ("One", " two", " three", " four", " five.")
     piece_s: float = 0.01
     name: str = "fake-chat"
+    context_tokens: int = 2048
     produced: int = 0
     stopped: threading.Event = field(default_factory=threading.Event)
 
@@ -89,6 +93,11 @@ class FakeChatModel:
     def stream_chat(self, messages: Sequence[dict[str, str]], max_tokens: int, temperature: float,
                     should_stop: Callable[[], bool]) -> Iterator[str]:
         """The pieces, paced, until ``should_stop``."""
+        check_chat(messages, max_tokens, temperature)
+        prompt = sum(self.count_tokens(m["content"]) + 4 for m in messages)  # + role and separators, as a template adds
+        if prompt > self.context_tokens:
+            raise BackendError(f"the fake LLM failed: requested tokens ({prompt}) exceed context window of "
+                               f"{self.context_tokens}")
         for piece in list(self.pieces)[:max_tokens]:
             if should_stop():
                 self.stopped.set()

@@ -3,6 +3,9 @@
 ``FakeVad`` scores frames by energy; ``FakeAsr`` answers from a script keyed on the request audio and
 records every batch it saw, so tests can assert on batching, retries and stitching without a model.
 ``FakeSegmentation`` and ``FakeEmbedder`` treat pure tones as speakers, for diarization tests.
+
+Each fake refuses the inputs its real backend refuses (``voxserve.backends.checks``) and keeps the real
+model's limits (the recogniser hears only its 30 s window); ``tests/contract`` holds both to one contract.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from voxserve.backends.base import (
     SegmentationInfo,
     TimedWord,
 )
+from voxserve.backends.checks import check_audio, check_batch_audio
 from voxserve.errors import InvalidInput
 from voxserve.types import SAMPLE_RATE, Float32Array
 
@@ -43,7 +47,8 @@ class FakeVad:
         """Stateless: nothing to reset."""
 
     def probabilities(self, audio: Float32Array) -> Float32Array:
-        """1.0 for loud frames, 0.0 for quiet ones."""
+        """1.0 for loud frames, 0.0 for quiet ones (InvalidInput for what Silero refuses)."""
+        check_audio(audio, allow_empty=True)
         n = len(audio) // self._frame
         frames = np.asarray(audio[: n * self._frame], dtype=np.float32).reshape(n, self._frame)
         loud = np.sqrt(np.mean(frames**2, axis=1)) > self.level
@@ -67,8 +72,10 @@ def words_per_second_script(rate: float = 2.5) -> Script:
 class FakeAsr:
     """A scripted recogniser implementing :class:`~voxserve.backends.base.AsrModel`.
 
-    Words are spread evenly over the request audio; ``avg_logprob`` is ``logprob``; the recorded
-    ``batches`` list holds each batch's requests; ``delay_s`` simulates compute per batch.
+    Words are spread evenly over the request audio (only its first 30 s are heard, as by Whisper);
+    ``avg_logprob`` is ``logprob``; the recorded ``batches`` list holds each batch's requests; ``delay_s``
+    simulates compute per batch. Audio Whisper refuses (empty, NaN, ...) raises InvalidInput before a batch
+    is recorded.
     """
 
     script: Script = field(default_factory=words_per_second_script)
@@ -93,10 +100,12 @@ class FakeAsr:
 
     def detect_language(self, audio: Float32Array) -> list[tuple[str, float]]:
         """Always the configured language."""
+        check_audio(audio)
         return [(self.language, 1.0)]
 
     def transcribe_batch(self, requests: Sequence[AsrRequest]) -> list[AsrResult]:
         """Answer every request from the script."""
+        check_batch_audio([r.audio for r in requests], "request audio")
         with self._lock:
             self.batches.append(list(requests))
         if self.delay_s:
@@ -109,9 +118,10 @@ class FakeAsr:
         return out
 
     def _result(self, req: AsrRequest) -> AsrResult:
-        text = self.script(req.audio, req.options)
+        heard = req.audio[: self.info.window_samples]
+        text = self.script(heard, req.options)
         tokens = text.split()
-        step = len(req.audio) // max(1, len(tokens))
+        step = len(heard) // max(1, len(tokens))
         words = tuple(
             TimedWord(w, i * step, (i + 1) * step, 0.9, (i,)) for i, w in enumerate(tokens)
         ) if req.options.word_timestamps else ()
@@ -154,7 +164,8 @@ class FakeSegmentation:
         return SegmentationInfo("fake-segmentation", 10 * SAMPLE_RATE, 270, 991, 3)
 
     def segment_batch(self, windows: Sequence[Float32Array]) -> list[Float32Array]:
-        """Activity (frames, 3) per window."""
+        """Activity (frames, 3) per window (shorter windows zero-padded, longer ones cut to 10 s)."""
+        check_batch_audio(windows, "window", allow_empty=True)
         with self._lock:
             self.batches.append(len(windows))
         return [self._one(w) for w in windows]
@@ -182,7 +193,9 @@ class FakeSegmentation:
 @dataclass
 class FakeEmbedder:
     """Implements :class:`~voxserve.backends.base.SpeakerEmbedder`: the L2-normalised band energies of the
-    input (distinct tones give orthogonal embeddings). Records the size of every batch."""
+    input (distinct tones give orthogonal embeddings). Like the real embedders it gives a unit vector for any
+    non-empty input, silence and inputs shorter than ``min_samples`` included (a tiny floor in every band).
+    Records the size of every batch."""
 
     batches: list[int] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -194,11 +207,14 @@ class FakeEmbedder:
 
     def embed_batch(self, audios: Sequence[Float32Array]) -> list[Float32Array]:
         """One embedding per input."""
+        check_batch_audio(audios)
         with self._lock:
             self.batches.append(len(audios))
         out = []
         for a in audios:
-            usable = len(a) // 1024 * 1024
-            e = _band_energies(np.asarray(a[:usable], np.float32).reshape(-1, 1024), 32).sum(axis=0)
-            out.append(np.asarray(e / max(float(np.linalg.norm(e)), 1e-8), np.float32))
+            usable = max(1024, len(a) // 1024 * 1024)
+            x = np.zeros(usable, np.float32)
+            x[: min(len(a), usable)] = a[:usable]
+            e = _band_energies(x.reshape(-1, 1024), 32).sum(axis=0) + 1e-6
+            out.append(np.asarray(e / float(np.linalg.norm(e)), np.float32))
         return out

@@ -4,6 +4,9 @@
 per ``|``-separated part, all at once or one frame at a time (like an LLM). ``FakeDecoder`` is convolutional
 with a receptive field of one frame on each side (windowed decoding equals whole decoding with context >= 1)
 and records every batch it decoded.
+
+Both keep the contract of the real voices (``tests/contract``): a faster ``speed`` gives fewer frames, a
+text with nothing to say (whitespace, punctuation) gives none, and the decoder refuses malformed windows.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voxserve.backends.base import DecoderInfo, FrameBlock, SpeechOptions, VoiceInfo
+from voxserve.backends.checks import check_frames
 from voxserve.errors import BackendError
 from voxserve.types import Float32Array
 
@@ -30,9 +34,10 @@ def text_signature(text: str) -> int:
     return zlib.crc32(text.encode()) % 1000
 
 
-def fake_frames(text: str, frames_per_char: int = 2) -> npt.NDArray[np.float32]:
-    """The (1, n) frames FakeAcoustic makes for one unit of text: exact integers in float32."""
-    n = max(1, len(text) * frames_per_char)
+def fake_frames(text: str, frames_per_char: int = 2, speed: float = 1.0) -> npt.NDArray[np.float32]:
+    """The (1, n) frames FakeAcoustic makes for one unit of text: exact integers in float32 (``1 / speed``
+    times as many at another speaking rate)."""
+    n = max(1, round(len(text) * frames_per_char / speed))
     return (text_signature(text) * 4096 + np.arange(n, dtype=np.float64)).astype(np.float32).reshape(1, n)
 
 
@@ -46,7 +51,7 @@ def fake_decode(frames: npt.NDArray[Any], samples_per_frame: int) -> Float32Arra
 
 @dataclass
 class FakeAcoustic:
-    """A scripted acoustic model (implements ``AcousticModel``)."""
+    """A scripted acoustic model (implements ``AcousticModel``); parts without a letter or digit are silent."""
 
     name: str = "fake"
     frames_per_char: int = 2
@@ -72,9 +77,9 @@ class FakeAcoustic:
                 time.sleep(self.delay_s)
             if self.fail_on is not None and self.fail_on in part:
                 raise BackendError(f"scripted failure on {part!r}")
-            if not part:
+            if not any(c.isalnum() for c in part):
                 continue
-            frames = fake_frames(part, self.frames_per_char)
+            frames = fake_frames(part, self.frames_per_char, options.speed)
             if not self.incremental:
                 yield FrameBlock(frames, True)
                 continue
@@ -104,7 +109,9 @@ class FakeDecoder:
                            self.window_frames)
 
     def decode_batch(self, windows: Sequence[npt.NDArray[Any]]) -> list[Float32Array]:
-        """Decode each window; record the batch's window lengths."""
+        """Decode each (1, frames) window; record the batch's window lengths."""
+        for i, w in enumerate(windows):
+            check_frames(w, 1, f"decoder window {i}")
         with self._lock:
             self.batches.append([w.shape[-1] for w in windows])
         if self.on_batch is not None:
