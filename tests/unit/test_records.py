@@ -8,7 +8,15 @@ import pytest
 
 from voxserve.records import from_record, to_record
 from voxserve.types import (
-    ChunkReport, Diarization, DiarizationStats, Segment, SpeakerTurn, TokenLogprob, Transcript, TranscriptStats, Word,
+    ChunkReport,
+    Diarization,
+    DiarizationStats,
+    Segment,
+    SpeakerTurn,
+    TokenLogprob,
+    Transcript,
+    TranscriptStats,
+    Word,
 )
 
 

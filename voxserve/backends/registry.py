@@ -56,7 +56,7 @@ def resolve_asr(name_or_path: str) -> tuple[str, Path]:
     )
 
 
-def load_asr(name_or_path: str, options: AsrLoadOptions = AsrLoadOptions()) -> AsrModel:
+def load_asr(name_or_path: str, options: AsrLoadOptions | None = None) -> AsrModel:
     """Load a speech recogniser by registered name or directory."""
     from voxserve.backends.asr.ctranslate2_whisper import CTranslate2Whisper
 

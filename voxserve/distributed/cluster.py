@@ -16,8 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from voxserve.backends.base import AsrModel
-from voxserve.backends.base import AsrLoadOptions
+from voxserve.backends.base import AsrLoadOptions, AsrModel
 from voxserve.config import AsrConfig, RayConfig
 from voxserve.distributed.replica import AsrReplica, ReplicaInfo, ReplicaSpec
 from voxserve.distributed.router import RayRecognizer, ReplicaObserver

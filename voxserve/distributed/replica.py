@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from voxserve.backends.base import AsrModel, AsrModelInfo, AsrRequest, AsrResult, DecodeOptions
-from voxserve.backends.base import AsrLoadOptions
+from voxserve.backends.base import AsrLoadOptions, AsrModel, AsrModelInfo, AsrRequest, AsrResult, DecodeOptions
 from voxserve.backends.registry import load_asr
 from voxserve.engine.batcher import BatcherConfig, MicroBatcher
 from voxserve.types import SAMPLE_RATE, Priority

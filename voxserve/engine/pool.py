@@ -10,8 +10,7 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
-from voxserve.backends.base import AsrModel, AsrModelInfo, AsrRequest, AsrResult, DecodeOptions
-from voxserve.backends.base import AsrLoadOptions
+from voxserve.backends.base import AsrLoadOptions, AsrModel, AsrModelInfo, AsrRequest, AsrResult, DecodeOptions
 from voxserve.backends.registry import load_asr, resolve_asr
 from voxserve.config import AsrConfig
 from voxserve.engine.batcher import BatcherConfig, BatchObserver, MicroBatcher

@@ -16,7 +16,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +39,10 @@ _LANG_TOKEN = re.compile(r"^<\|([a-z]{2,3})\|>$")
 class CTranslate2Whisper:
     """A Whisper model on CTranslate2 implementing :class:`voxserve.backends.base.AsrModel`."""
 
-    def __init__(self, path: str | Path, name: str = "whisper", options: AsrLoadOptions = AsrLoadOptions()) -> None:
-        """Load the CTranslate2 Whisper directory ``path``, served as ``name``, placed as ``options`` say."""
+    def __init__(self, path: str | Path, name: str = "whisper", options: AsrLoadOptions | None = None) -> None:
+        """Load the CTranslate2 Whisper directory ``path``, served as ``name``, placed as ``options`` say
+        (default: one worker of one thread on the CPU)."""
+        options = options or AsrLoadOptions()
         import ctranslate2
         import tokenizers
 
