@@ -18,7 +18,13 @@ def add_bench_commands(sub: Any) -> Any:
     """Register ``voxserve bench`` and its subcommands here; returns the group, for the others to join."""
     bench = sub.add_parser("bench", help="benchmarks against peer systems")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True)
+    for add in (_add_longform, _add_server, _add_tts, _add_live, _add_agent, _add_soak, _add_longform_process, _add_make_long):
+        add(bench_sub)
+    return bench_sub
 
+
+def _add_longform(bench_sub: Any) -> None:
+    """``voxserve bench longform``."""
     p = bench_sub.add_parser("longform", help="long files: voxserve vs faster-whisper sequential and batched")
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--repeats", type=int, default=3)
@@ -29,6 +35,9 @@ def add_bench_commands(sub: Any) -> Any:
     add_engine_args(p)
     p.set_defaults(func=cmd_longform)
 
+
+def _add_server(bench_sub: Any) -> None:
+    """``voxserve bench server``."""
     srv = bench_sub.add_parser("server", help="concurrent HTTP clients vs faster-whisper per request")
     srv.add_argument("files", nargs="*", metavar="FILE", help="audio files (default: the corpus asr/ clips)")
     srv.add_argument("--clients", default="1,8", help="comma-separated client counts")
@@ -37,6 +46,9 @@ def add_bench_commands(sub: Any) -> Any:
     add_engine_args(srv)
     srv.set_defaults(func=cmd_server)
 
+
+def _add_tts(bench_sub: Any) -> None:
+    """``voxserve bench tts``."""
     t = bench_sub.add_parser("tts", help="streaming synthesis: TTFB and real-time streams vs Piper per request")
     t.add_argument("--streams", type=int, default=16, help="the highest number of concurrent streams tried")
     t.add_argument("--voice", help="a Piper voice (default: the configured voice)")
@@ -51,6 +63,9 @@ def add_bench_commands(sub: Any) -> Any:
     t.add_argument("--json", help="write the report here")
     t.set_defaults(func=cmd_tts)
 
+
+def _add_live(bench_sub: Any) -> None:
+    """``voxserve bench live``."""
     lv = bench_sub.add_parser("live", help="simulated microphones over WebSockets (vs WhisperLive)")
     lv.add_argument("--streams", default="1,2,4,8", help="comma-separated concurrency levels")
     lv.add_argument("--seconds", type=float, default=30.0, help="audio per stream")
@@ -61,6 +76,9 @@ def add_bench_commands(sub: Any) -> Any:
     add_engine_args(lv)
     lv.set_defaults(func=cmd_live)
 
+
+def _add_agent(bench_sub: Any) -> None:
+    """``voxserve bench agent``."""
     ag = bench_sub.add_parser("agent", help="voice agent: end of speech -> first reply audio over spoken turns")
     ag.add_argument("--rounds", type=int, default=2, help="conversations of the scripted turns (fresh sessions)")
     ag.add_argument("--knowledge", help="knowledge folder (default: the built-in sample the turns ask about)")
@@ -70,6 +88,9 @@ def add_bench_commands(sub: Any) -> Any:
     add_engine_args(ag)
     ag.set_defaults(func=cmd_agent)
 
+
+def _add_soak(bench_sub: Any) -> None:
+    """``voxserve bench soak``."""
     sk = bench_sub.add_parser("soak", help="live streams at real-time pace + uploads for a while: no text lost or "
                               "mixed, memory and fds back to baseline (docs/reliability.md)")
     sk.add_argument("--streams", type=int, default=4, help="concurrent live streams")
@@ -83,6 +104,9 @@ def add_bench_commands(sub: Any) -> Any:
     sk.add_argument("--json", help="write the report here")
     sk.set_defaults(func=cmd_soak)
 
+
+def _add_longform_process(bench_sub: Any) -> None:
+    """``voxserve bench longform-process``."""
     pl = bench_sub.add_parser("longform-process", help="whole processes: the voxserve CLI vs a faster-whisper script")
     pl.add_argument("files", nargs="+", metavar="FILE")
     pl.add_argument("--repeats", type=int, default=3)
@@ -91,6 +115,9 @@ def add_bench_commands(sub: Any) -> Any:
     pl.add_argument("--json", help="write the report here")
     pl.set_defaults(func=cmd_longform_process)
 
+
+def _add_make_long(bench_sub: Any) -> None:
+    """``voxserve bench make-long``."""
     m = bench_sub.add_parser("make-long", help="join corpus clips with silences into a long test file")
     m.add_argument("--corpus", help="corpus folder (default: ../shared/corpus)")
     m.add_argument("--out", required=True)
@@ -98,7 +125,6 @@ def add_bench_commands(sub: Any) -> Any:
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--half", choices=("tune", "check"), help="only clips of this half of the corpus split")
     m.set_defaults(func=cmd_make_long)
-    return bench_sub
 
 
 def cmd_longform(args: argparse.Namespace) -> int:
