@@ -19,7 +19,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -30,8 +30,10 @@ from voxserve.backends.base import FrameBlock, SpeechOptions
 from voxserve.engine.tts_pool import AcousticRunner, LoadedVoice
 from voxserve.errors import BackendError, InvalidInput, VoxserveError
 from voxserve.streaming.tts_windows import Window, WindowParams, WindowPlanner
+from voxserve.text.lexicon import EMPTY_LEXICON, Lexicon
 from voxserve.text.segment import SegmenterParams, TextSegment, TextSegmenter
 from voxserve.text.speakable import has_speech, to_speakable, without_controls
+from voxserve.text.ssml import Pause, SsmlPiece, as_document, parse_ssml, ssml_start
 from voxserve.types import Priority, SynthesisChunk
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,10 @@ class SpeakOptions:
             never paces itself to real time).
         normalize_text: rewrite numbers, money, times and abbreviations in words first.
         seed: repeatable sampling where the model samples.
+        ssml: None: the input is SSML when it starts with ``<speak>`` (see :mod:`voxserve.text.ssml`); True:
+            always SSML (wrapped in ``<speak>`` when it has no root); False: always plain text.
+        pronunciations: word or phrase -> respelling (or ``[[ phonemes ]]``), over the server's lexicon (see
+            :mod:`voxserve.text.lexicon`).
     """
 
     speed: float = 1.0
@@ -88,10 +94,13 @@ class SpeakOptions:
     priority: Priority = Priority.LIVE
     normalize_text: bool = True
     seed: int | None = None
+    ssml: bool | None = None
+    pronunciations: Mapping[str, str] = field(default_factory=dict)
 
     def validate(self) -> None:
         """Raise :class:`InvalidInput` for bad values."""
         SpeechOptions(self.speed, self.seed).validate()
+        Lexicon.from_mapping(self.pronunciations)
         if self.sample_format not in ("float32", "int16"):
             raise InvalidInput(f"sample_format must be 'float32' or 'int16', not {self.sample_format!r}",
                                param="sample_format")
@@ -100,6 +109,10 @@ class SpeakOptions:
     def speech(self) -> SpeechOptions:
         """The options the acoustic model sees."""
         return SpeechOptions(self.speed, self.seed)
+
+    def speech_at(self, rate: float) -> SpeechOptions:
+        """The acoustic model's options for text at ``rate`` times this speed (kept within 0.25 to 4.0)."""
+        return SpeechOptions(min(4.0, max(0.25, self.speed * rate)), self.seed)
 
 
 @dataclass
@@ -167,11 +180,28 @@ class TtsObserver(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class _Spoken:
+    """A segment to synthesize, at ``rate`` times the stream's speed, its samples scaled by ``gain``."""
+
+    segment: TextSegment
+    rate: float = 1.0
+    gain: float = 1.0
+
+
+@dataclass(frozen=True)
+class _Silence:
+    """Silence of ``seconds`` (an SSML break), placed at character ``at`` of the spoken text."""
+
+    seconds: float
+    at: int
+
+
 @dataclass
 class _Pending:
     task: asyncio.Future[Any]
     window: Window
-    segment: TextSegment
+    unit: _Spoken
 
 
 @dataclass
@@ -206,6 +236,7 @@ class TtsStream:
         observer: TtsObserver | None = None,
         on_finish: Callable[[TtsStream, StreamStatus], int] | None = None,
         paced: bool = True,
+        lexicon: Lexicon = EMPTY_LEXICON,
     ) -> None:
         self.id = next(_ids)
         self._paced = paced
@@ -217,7 +248,12 @@ class TtsStream:
         self._observer = observer
         self._on_finish = on_finish
         self._segmenter = TextSegmenter(params.segmenter)
-        self._segments: asyncio.Queue[TextSegment | None] = asyncio.Queue()
+        self._lexicon = lexicon
+        # SSML: None until the first text tells (``<speak`` or not); the document is parsed when input ends.
+        self._ssml: bool | None = options.ssml
+        self._held = ""  # text not yet segmented: an SSML document, or a start that may become one
+        self._chars = 0
+        self._segments: asyncio.Queue[_Spoken | _Silence | InvalidInput | None] = asyncio.Queue()
         self._out: asyncio.Queue[Any] = asyncio.Queue()  # chunks, then one final item (_END or an error)
         self._room = asyncio.Semaphore(params.max_queued_chunks)  # back-pressure from a slow reader
         self._input_ended = False
@@ -239,24 +275,46 @@ class TtsStream:
             raise InvalidInput("text must be a string", param="input")
         if self._input_ended:
             raise InvalidInput("this stream's input has ended", param="input")
-        if self._segmenter.total_chars + len(text) > self.params.max_input_chars:
+        if self._chars + len(text) > self.params.max_input_chars:
             raise InvalidInput(f"input is longer than {self.params.max_input_chars} characters", param="input",
                                code="input_too_long")
+        self._chars += len(text)
         if self.stats.first_text_at is None and has_speech(text):
             self.stats.first_text_at = time.monotonic()
-        self._enqueue(self._segmenter.push(without_controls(text)))
+        if self._ssml is None:
+            self._held += text
+            self._ssml = ssml_start(self._held)
+            if self._ssml is None:
+                return  # still maybe "<speak"
+            text, self._held = self._held, ""
+        if self._ssml:
+            self._held += text  # an SSML document is spoken once it is complete
+        else:
+            self._enqueue(self._segmenter.push(without_controls(text)))
 
     def flush(self) -> None:
-        """Synthesize all text pushed so far now, even without a sentence end (e.g. when an LLM pauses)."""
-        if not self._input_ended:
+        """Synthesize all text pushed so far now, even without a sentence end (e.g. when an LLM pauses); an
+        SSML document waits for :meth:`end_input`."""
+        if not self._input_ended and not self._ssml and not self._held:
             self._enqueue(self._segmenter.flush())
 
     def end_input(self) -> None:
-        """No more text: synthesize what is pending and end the stream after its audio."""
-        if not self._input_ended:
-            self.flush()
-            self._input_ended = True
-            self._segments.put_nowait(None)
+        """No more text: synthesize what is pending and end the stream after its audio.
+
+        SSML input is parsed here; when it is malformed the stream fails with that :class:`InvalidInput`
+        (``param="input"``), which its reader gets instead of audio."""
+        if self._input_ended:
+            return
+        if self._ssml:
+            try:
+                self._enqueue_pieces(parse_ssml(as_document(self._held)))
+            except InvalidInput as exc:
+                self._segments.put_nowait(exc)
+        else:
+            self._enqueue(self._segmenter.push(without_controls(self._held)) + self._segmenter.flush())
+        self._held = ""
+        self._input_ended = True
+        self._segments.put_nowait(None)
 
     def cancel(self) -> None:
         """Stop now: no further chunk is returned and queued work is dropped."""
@@ -287,11 +345,24 @@ class TtsStream:
         """Whether :meth:`cancel` was called."""
         return self._cancelled
 
-    def _enqueue(self, segments: list[TextSegment]) -> None:
+    def _enqueue(self, segments: list[TextSegment], rate: float = 1.0, gain: float = 1.0) -> None:
         for segment in segments:
-            if self.stats.first_segment_at is None:
-                self.stats.first_segment_at = time.monotonic()
-            self._segments.put_nowait(segment)
+            self._put_unit(_Spoken(segment, rate, gain))
+
+    def _enqueue_pieces(self, pieces: list[SsmlPiece]) -> None:
+        """SSML pieces in order: each piece's text is segmented on its own (its style ends with it)."""
+        for piece in pieces:
+            if isinstance(piece, Pause):
+                if piece.seconds > 0:
+                    self._put_unit(_Silence(piece.seconds, self._segmenter.total_chars))
+            else:
+                segments = self._segmenter.push(without_controls(piece.text) + " ") + self._segmenter.flush()
+                self._enqueue(segments, piece.rate, piece.gain)
+
+    def _put_unit(self, unit: _Spoken | _Silence) -> None:
+        if self.stats.first_segment_at is None:
+            self.stats.first_segment_at = time.monotonic()
+        self._segments.put_nowait(unit)
 
     # ------------------------------------------------------------------------------------------ output
 
@@ -323,7 +394,7 @@ class TtsStream:
 
     async def _run(self) -> None:
         status: StreamStatus = "done"
-        pending: asyncio.Queue[_Pending | _SegmentDone | None] = asyncio.Queue()
+        pending: asyncio.Queue[_Pending | _SegmentDone | _Silence | None] = asyncio.Queue()
         slots = asyncio.Semaphore(self.params.max_inflight_windows)
         emitter: asyncio.Task[None] | None = None
         try:
@@ -333,8 +404,14 @@ class TtsStream:
             emitter = asyncio.ensure_future(self._emit(voice, pending, slots))
             failure: Exception | None = None
             try:
-                while (segment := await self._segments.get()) is not None:
-                    await self._synthesize(voice, segment, pending, slots)
+                while (unit := await self._segments.get()) is not None:
+                    if isinstance(unit, InvalidInput):
+                        raise unit
+                    if isinstance(unit, _Silence):
+                        self._planned_samples += round(unit.seconds * self.stats.sample_rate)
+                        await pending.put(unit)
+                    else:
+                        await self._synthesize(voice, unit, pending, slots)
             except Exception as exc:  # noqa: BLE001 - deliver the audio already on its way, then the error
                 failure = exc
             await pending.put(None)
@@ -356,11 +433,12 @@ class TtsStream:
             self._finish(status)
 
     async def _synthesize(
-        self, voice: LoadedVoice, segment: TextSegment, pending: asyncio.Queue[Any], slots: asyncio.Semaphore
+        self, voice: LoadedVoice, unit: _Spoken, pending: asyncio.Queue[Any], slots: asyncio.Semaphore
     ) -> None:
-        text = to_speakable(segment.text) if self.options.normalize_text else segment.text
+        segment = unit.segment
+        text = self._lexicon.apply(segment.text, to_speakable if self.options.normalize_text else str)
         if has_speech(text):
-            blocks = voice.acoustic.frames(text, self.options.speech)
+            blocks = voice.acoustic.frames(text, self.options.speech_at(unit.rate))
             params = self._window_params(voice)
             parts: list[npt.NDArray[Any]] = []
             planner = self._planner(params)
@@ -375,7 +453,7 @@ class TtsStream:
                 total = frames.shape[-1]
                 windows = planner.finish(total) if block.end_of_unit else planner.push(total)
                 for window in windows:
-                    await self._submit(voice, frames[..., window.start : window.end], window, segment, pending, slots)
+                    await self._submit(voice, frames[..., window.start : window.end], window, unit, pending, slots)
                 if block.end_of_unit:
                     parts, planner = [], self._planner(params)
         await pending.put(_SegmentDone(segment))
@@ -399,7 +477,7 @@ class TtsStream:
         voice: LoadedVoice,
         frames: npt.NDArray[Any],
         window: Window,
-        segment: TextSegment,
+        unit: _Spoken,
         pending: asyncio.Queue[Any],
         slots: asyncio.Semaphore,
     ) -> None:
@@ -409,7 +487,7 @@ class TtsStream:
         task = asyncio.ensure_future(voice.decoder.decode(np.ascontiguousarray(frames), self.options.priority, deadline))
         self._inflight.append(task)
         self.stats.windows += 1
-        await pending.put(_Pending(task, window, segment))
+        await pending.put(_Pending(task, window, unit))
 
     def _deadline(self) -> float:
         """When the listener needs the audio planned next (``time.monotonic()``): the shared batchers run the
@@ -442,13 +520,19 @@ class TtsStream:
             if isinstance(item, _SegmentDone):
                 self._segment_done(item.segment)
                 continue
+            if isinstance(item, _Silence):
+                samples = np.zeros(round(item.seconds * self.stats.sample_rate), np.float32)
+                await self._put_chunk(samples, TextSegment("", item.at, item.at, -1, False))
+                continue
             try:
                 audio = await item.task
             finally:
                 slots.release()
                 self._inflight.remove(item.task)
             a, b = item.window.trim(spf)
-            await self._put_chunk(np.asarray(audio[a:b]), item.segment)
+            kept = np.asarray(audio[a:b])
+            gain = item.unit.gain
+            await self._put_chunk(kept if gain == 1.0 else np.clip(kept * gain, -1.0, 1.0), item.unit.segment)
 
     async def _put_chunk(self, samples: npt.NDArray[np.float32], segment: TextSegment) -> None:
         if self.options.sample_format == "int16":

@@ -21,6 +21,7 @@ from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.tts_pool import AcousticRunner, LoadedVoice, VoicePool
 from voxserve.errors import InvalidInput, Overloaded
 from voxserve.streaming.tts import SpeakOptions, StreamStatus, TtsObserver, TtsStream, TtsStreamParams, TtsStreamStats
+from voxserve.text.lexicon import EMPTY_LEXICON, Lexicon
 from voxserve.text.speakable import has_speech
 from voxserve.types import Float32Array
 
@@ -61,6 +62,7 @@ class TtsService:
         max_streams: int = 16,
         acoustic_workers: int = 2,
         observer: TtsObserver | None = None,
+        lexicon: Lexicon = EMPTY_LEXICON,
     ) -> None:
         if max_streams < 1 or acoustic_workers < 1:
             raise InvalidInput("max_streams and acoustic_workers must be at least 1")
@@ -68,6 +70,7 @@ class TtsService:
         self.params = params
         self.max_streams = max_streams
         self.observer = observer
+        self.lexicon = lexicon  # the server's pronunciations; a request's entries override them
         self.executor = BlockingExecutor(max_workers=2, name="voxserve-tts-load")
         self.acoustic = AcousticRunner(acoustic_workers)
         self._active = 0
@@ -101,7 +104,7 @@ class TtsService:
 
         Args:
             voice: a voice name, alias or Piper ``.onnx`` path; None for the default voice.
-            options: speed, sample format, priority, text normalisation.
+            options: speed, sample format, priority, text normalisation, SSML, pronunciations.
 
         Raises:
             InvalidInput: unknown voice or bad options.
@@ -112,6 +115,7 @@ class TtsService:
     def _open(self, voice: str | None, options: SpeakOptions, *, paced: bool) -> TtsStream:
         options.validate()
         info = self.voice_info(voice)
+        lexicon = self.lexicon.merged(Lexicon.from_mapping(options.pronunciations))
         with self._lock:
             if self._active >= self.max_streams:
                 raise Overloaded(f"{self._active} synthesis streams are active (limit {self.max_streams})",
@@ -120,7 +124,7 @@ class TtsService:
             active = self._active
         try:
             stream = TtsStream(lambda: self._load(voice), self.acoustic, self.params, options, voice_name=info.name,
-                               observer=self.observer, on_finish=self._release, paced=paced)
+                               observer=self.observer, on_finish=self._release, paced=paced, lexicon=lexicon)
         except BaseException:
             self._release(None, "failed")
             raise
@@ -131,12 +135,13 @@ class TtsService:
     async def synthesize(
         self, text: str, voice: str | None = None, options: SpeakOptions = DEFAULT_OPTIONS
     ) -> SynthesisResult:
-        """Synthesize a whole text (any length: it is segmented like a stream) and return all its audio.
+        """Synthesize a whole text (any length: it is segmented like a stream; SSML when it starts with
+        ``<speak>`` or ``options.ssml`` says so) and return all its audio.
 
         Unlike a stream, it never pauses to stay near real time: its caller waits for all the audio.
 
         Raises:
-            InvalidInput: empty or too long text, unknown voice, bad options.
+            InvalidInput: empty or too long text, malformed SSML, unknown voice, bad options.
             Overloaded: too many active streams.
         """
         options.validate()
@@ -198,8 +203,9 @@ def build_tts_service(
         max_ahead_s=config.max_ahead_s,
     )
     pool = VoicePool(catalog, batcher, batch_observer)
+    lexicon = Lexicon.load(config.lexicon_file, "tts.lexicon_file") if config.lexicon_file else EMPTY_LEXICON
     return TtsService(pool, params, max_streams=config.max_streams, acoustic_workers=config.acoustic_workers,
-                      observer=observer)
+                      observer=observer, lexicon=lexicon)
 
 
 def _cuda_available() -> bool:
