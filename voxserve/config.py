@@ -41,6 +41,9 @@ class AsrConfig(_Frozen):
     max_queue: int = Field(4096, ge=1, description="Queued chunks beyond which new work is refused.")
     beam_size: int = Field(1, ge=1, le=16, description="Beam width at temperature 0 (1 = greedy).")
     best_of: int = Field(3, ge=1, le=16, description="Samples per retry at temperature above 0.")
+    keyterms: tuple[str, ...] = Field(
+        (), description="Words and names every transcription favours (files and live streams), ahead of each "
+        "request's own keyterms, e.g. [\"Voxserve\", \"CTranslate2\"].")
 
 
 class GuardSettings(_Frozen):
@@ -103,6 +106,21 @@ class ServerConfig(_Frozen):
         30.0, ge=0, description="A WebSocket client that accepts no message for this long (it stopped reading) is "
         "closed with 1008, freeing its streams (0 = never).",
     )
+    webhook_secret: str = Field(
+        "", description="Key of the HMAC-SHA256 signature on job callbacks; empty = callbacks are sent unsigned "
+        "(a warning at start).",
+    )
+    webhook_allow_hosts: tuple[str, ...] = Field(
+        (), description="Callback hosts allowed although they resolve to private, loopback or other non-public "
+        "addresses: host names, IP addresses or networks (10.0.0.0/8).",
+    )
+    webhook_timeout_s: float = Field(10.0, gt=0, description="One callback attempt, connection to response.")
+    webhook_max_attempts: int = Field(8, ge=1, le=100, description="Callback attempts before giving up.")
+    webhook_backoff_s: float = Field(2.0, ge=0, description="Wait after the first failed attempt; doubled each time.")
+    webhook_max_backoff_s: float = Field(600.0, ge=0, description="Longest wait between two attempts.")
+    webhook_max_result_kb: float = Field(
+        256.0, ge=0, description="Callbacks carry the result up to this size; larger ones only link to it.",
+    )
 
 
 class TtsConfig(_Frozen):
@@ -124,6 +142,9 @@ class TtsConfig(_Frozen):
     window_frames: int = Field(0, ge=0, description="Frames of later windows; 0 = the decoder's default.")
     context_frames: int = Field(-1, ge=-1, description="Context frames on each side; -1 = the decoder's default.")
     max_input_chars: int = Field(100_000, ge=1, description="Longest text one request or stream accepts.")
+    lexicon_file: str = Field(
+        "", description="Server-wide pronunciation lexicon (JSON object or word<TAB>respelling lines; see "
+        "voxserve.text.lexicon), loaded once; a request's pronunciations override its entries.")
     urgent_buffer_s: float = Field(1.0, ge=0, description="Below this much audio ahead, a sentence starts with a small window.")
     max_ahead_s: float = Field(6.0, ge=0, description="A live stream pauses this far ahead of playback (0 = never).")
     openai_voice_aliases: bool = Field(True, description="Accept OpenAI voice names (alloy, nova, ...) for the default voice.")
@@ -144,6 +165,9 @@ class LiveConfig(_Frozen):
     partial_interval_ms: int = Field(600, ge=0, description="New audio between partial hypotheses (0 = none).")
     min_speech_ms: int = Field(100, ge=0, description="Shorter sounds do not start an utterance.")
     fit_step_s: float = Field(5.0, ge=1.0, le=30.0, description="Encoder windows are the utterance + 1 s, rounded up to this.")
+    speculate_ms: int = Field(
+        200, ge=0, le=10_000,
+        description="A pause this long starts the final decode early; the end of speech then finds it done (0 = off).")
     max_message_mb: float = Field(4.0, gt=0, description="Largest WebSocket message (larger ones close with 1009).")
     speaker_similarity: float = Field(
         0.7, ge=-1.0, le=1.0, description="Live speaker labels: cosine similarity to join a known speaker."

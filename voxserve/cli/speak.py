@@ -19,6 +19,7 @@ from voxserve.config import load_settings
 from voxserve.errors import InvalidInput
 from voxserve.service import Voxserve
 from voxserve.streaming.tts import SpeakOptions
+from voxserve.text.lexicon import EMPTY_LEXICON, Lexicon
 from voxserve.types import Priority
 
 
@@ -31,6 +32,10 @@ def add_speak_command(sub: Any) -> None:
     p.add_argument("--format", choices=ENCODINGS, help="audio format (default: from the output extension, else wav)")
     p.add_argument("--voice", help="voice name or Piper .onnx path (default: the configured voice)")
     p.add_argument("--speed", type=float, default=1.0, help="speaking rate, 0.25 to 4.0")
+    p.add_argument("--ssml", action="store_true",
+                   help="read the text as SSML even without a <speak> root (text starting with <speak> always is)")
+    p.add_argument("--lexicon", help="pronunciations: a JSON object or word<TAB>respelling lines (over the "
+                   "server's tts.lexicon_file)")
     p.add_argument("--list-voices", action="store_true", help="list the available voices and exit")
     p.add_argument("--config", help="settings file (TOML or JSON)")
     p.add_argument("--quiet", action="store_true", help="no summary on stderr")
@@ -70,7 +75,9 @@ def cmd_speak(args: argparse.Namespace) -> int:
             raise InvalidInput("give an output file with -o (or -o - for stdout)", param="output")
         fmt = output_format(args.output, args.format)
         text = _read_text(args)
-        options = SpeakOptions(speed=args.speed, priority=Priority.OFFLINE)
+        lexicon = Lexicon.load(args.lexicon, "lexicon") if args.lexicon else EMPTY_LEXICON
+        options = SpeakOptions(speed=args.speed, priority=Priority.OFFLINE, ssml=True if args.ssml else None,
+                               pronunciations=lexicon.entries)
         started = time.monotonic()
         result = asyncio.run(tts.synthesize(text, args.voice, options))
         wall = time.monotonic() - started

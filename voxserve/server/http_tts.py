@@ -47,8 +47,9 @@ async def _body(request: Request) -> dict[str, Any]:
 
 
 def _speech_request(body: dict[str, Any]) -> tuple[str, str | None, str, str, float]:
-    """(text, voice, response_format, stream_format, speed) from an OpenAI speech request (``sample_rate``,
-    a voxserve extension, is read by :func:`_output_rate`)."""
+    """(text, voice, response_format, stream_format, speed) from an OpenAI speech request (``sample_rate``
+    and ``pronunciations``, voxserve extensions, are read by :func:`_output_rate` and :func:`_pronunciations`;
+    ``input`` starting with ``<speak>`` is SSML)."""
     text = body.get("input")
     if not isinstance(text, str):
         raise HttpError(400, "'input' (the text to speak) is required", code="missing_input", param="input")
@@ -67,6 +68,14 @@ def _speech_request(body: dict[str, Any]) -> tuple[str, str | None, str, str, fl
     if not isinstance(speed, (int, float)) or isinstance(speed, bool) or not 0.25 <= float(speed) <= 4.0:
         raise _invalid("speed", "speed must be a number between 0.25 and 4.0")
     return text, voice, str(fmt), str(stream_format), float(speed)
+
+
+def _pronunciations(body: dict[str, Any]) -> dict[str, str]:
+    """The request's ``pronunciations`` (word or phrase -> respelling), checked when the stream opens."""
+    value = body.get("pronunciations", {})
+    if not isinstance(value, dict):
+        raise _invalid("pronunciations", "pronunciations must be an object of word -> respelling")
+    return value
 
 
 def _output_rate(body: dict[str, Any], default: int, voice_rate: int) -> int:
@@ -90,10 +99,15 @@ async def speech(request: Request) -> Response:
         tts = ctx.vox.tts()
         info = tts.voice_info(voice)
         rate = _output_rate(body, ctx.settings.tts.http_sample_rate, info.sample_rate)
-        stream = tts.stream(voice, SpeakOptions(speed=speed))  # admission: Overloaded -> 503
-        stream.push_text(text)
-        stream.end_input()
-        first = await _first_chunk(stream)  # errors before any byte is sent still get a status code
+        options = SpeakOptions(speed=speed, pronunciations=_pronunciations(body))
+        stream = tts.stream(voice, options)  # admission: Overloaded -> 503
+        try:
+            stream.push_text(text)
+            stream.end_input()
+        except BaseException:
+            await stream.aclose()
+            raise
+        first = await _first_chunk(stream)  # errors before any byte is sent (malformed SSML) get a status code
         slot = hold.pop_all()  # released when the body ends, or the client goes away
         encoded = _encoded(_chunks(first, stream, slot), fmt, info.sample_rate, rate)
         out = _sse(encoded) if stream_format == "sse" else (data async for data, _ in encoded)

@@ -1,12 +1,14 @@
 """WebSocket ``/v1/audio/speech/stream``: text pieces in (from an LLM, say), audio chunks out as they are made.
 
-Client events (JSON): ``session.update`` {voice, speed, binary}, ``text.append`` {text}, ``text.flush``
+Client events (JSON): ``session.update`` {voice, speed, binary, pronunciations}, ``text.append`` {text}, ``text.flush``
 (speak what is buffered even without a sentence end), ``text.done`` (end of this utterance's text) and
 ``cancel`` (stop the current utterance at once). Server events: ``session.created`` / ``session.updated``
 {voice, sample_rate}, ``audio`` {seq, audio (base64 PCM16 little-endian, mono), start_s, duration_s, text}
 (or, with ``binary: true``, the PCM16 bytes as a binary frame right after a JSON ``audio`` header without
 the ``audio`` field), ``done`` {audio_s, ttfb_ms} when an utterance is finished, ``cancelled`` and ``error``.
 After ``done`` or ``cancelled`` the next ``text.append`` starts a new utterance on the same socket.
+An utterance whose text starts with ``<speak>`` is SSML: it is spoken from its ``text.done`` on (malformed SSML
+is an ``error`` event with ``param: input`` instead of audio).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class SpeechSession:
         self.voice: str | None = None
         self.speed = 1.0
         self.binary = False
+        self.pronunciations: dict[str, str] = {}
         self.stream: TtsStream | None = None
         self.forwarder: asyncio.Task[None] | None = None
         self.errors = 0
@@ -142,12 +145,18 @@ class SpeechSession:
             raise ProtocolError("speed must be between 0.25 and 4.0", code="invalid_value", param="speed")
         if not isinstance(binary, bool):
             raise ProtocolError("binary must be true or false", code="invalid_value", param="binary")
+        pronunciations = event.get("pronunciations", self.pronunciations)
+        if not isinstance(pronunciations, dict):
+            raise ProtocolError("pronunciations must be an object of word -> respelling", code="invalid_value",
+                                param="pronunciations")
+        SpeakOptions(pronunciations=pronunciations).validate()
         self.ctx.vox.tts().voice_info(voice)  # unknown voice -> InvalidInput
-        self.voice, self.speed, self.binary = voice, float(speed), binary
+        self.voice, self.speed, self.binary, self.pronunciations = voice, float(speed), binary, pronunciations
 
     def _current(self) -> TtsStream:
         if self.stream is None or self.stream.done:
-            self.stream = self.ctx.vox.tts().stream(self.voice, SpeakOptions(speed=self.speed, sample_format="int16"))
+            options = SpeakOptions(speed=self.speed, sample_format="int16", pronunciations=self.pronunciations)
+            self.stream = self.ctx.vox.tts().stream(self.voice, options)
             self.forwarder = asyncio.ensure_future(self._forward(self.stream))
         return self.stream
 
