@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,35 @@ class JobStatus(StrEnum):
         return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.INTERRUPTED)
 
 
+class CallbackStatus(StrEnum):
+    """Delivery state of a job's callback."""
+
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+@dataclass
+class Callback:
+    """A job's callback (a POST to ``url`` when the job ends) and how its delivery went."""
+
+    url: str
+    result_url: str
+    status: CallbackStatus = CallbackStatus.PENDING
+    attempts: int = 0
+    last_status: int | None = None
+    delivered_at: float | None = None
+    error: str | None = None
+
+    def public(self) -> dict[str, Any]:
+        """The delivery state as the job's public JSON shows it."""
+        shown = asdict(self)
+        del shown["result_url"]
+        shown["status"] = self.status.value
+        shown["delivered_at"] = int(self.delivered_at) if self.delivered_at is not None else None
+        return shown
+
+
 @dataclass
 class Job:
     """One job's record."""
@@ -59,6 +88,7 @@ class Job:
     restarts: int = 0
     error: dict[str, Any] | None = None
     result: dict[str, Any] | None = field(default=None, repr=False)
+    callback: Callback | None = None
 
     @property
     def rtfx(self) -> float:
@@ -80,13 +110,15 @@ class Job:
             "rtfx": round(self.rtfx, 2),
             "restarts": self.restarts,
             "error": self.error,
+            "callback": self.callback.public() if self.callback else None,
         }
 
 
 _COLUMNS = (
     "id", "status", "params", "input_path", "created_at", "updated_at", "duration_s", "progress_s", "wall_s",
-    "restarts", "error", "result",
+    "restarts", "error", "result", "callback",
 )
+_SAVED = _COLUMNS[1:-1]  # save() leaves the callback to save_callback(): the job runner and the sender both write
 
 
 class JobStore:
@@ -108,8 +140,10 @@ class JobStore:
         db.execute(
             "CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, status TEXT NOT NULL, params TEXT NOT NULL,"
             " input_path TEXT NOT NULL, created_at REAL, updated_at REAL, duration_s REAL, progress_s REAL,"
-            " wall_s REAL, restarts INTEGER, error TEXT, result TEXT)"
+            " wall_s REAL, restarts INTEGER, error TEXT, result TEXT, callback TEXT)"
         )
+        if "callback" not in {row[1] for row in db.execute("PRAGMA table_info(jobs)")}:  # a database of before callbacks
+            db.execute("ALTER TABLE jobs ADD COLUMN callback TEXT")
         return db
 
     @contextmanager
@@ -152,11 +186,27 @@ class JobStore:
         return [self._job(r) for r in rows]
 
     def save(self, job: Job) -> None:
-        """Write every field of the job."""
+        """Write every field of the job but its callback's delivery state (see :meth:`save_callback`)."""
         job.updated_at = time.time()
         row = self._row(job)
         with self._locked() as db:
-            db.execute(f"UPDATE jobs SET {', '.join(f'{c} = ?' for c in _COLUMNS[1:])} WHERE id = ?", (*row[1:], row[0]))
+            db.execute(f"UPDATE jobs SET {', '.join(f'{c} = ?' for c in _SAVED)} WHERE id = ?", (*row[1:-1], row[0]))
+
+    def save_callback(self, job_id: str, callback: Callback) -> None:
+        """Write a job's callback and its delivery state."""
+        with self._locked() as db:
+            db.execute("UPDATE jobs SET callback = ? WHERE id = ?", (_callback_json(callback), job_id))
+
+    def pending_callbacks(self) -> builtins.list[Job]:
+        """Finished jobs whose callback is not yet delivered nor given up (oldest first)."""
+        finals = [s.value for s in JobStatus if s.final]
+        with self._locked() as db:
+            rows = db.execute(
+                f"SELECT {', '.join(_COLUMNS)} FROM jobs WHERE json_extract(callback, '$.status') = ?"
+                f" AND status IN ({', '.join('?' * len(finals))}) ORDER BY updated_at",
+                (CallbackStatus.PENDING.value, *finals),
+            ).fetchall()
+        return [self._job(r) for r in rows]
 
     def unfinished(self) -> builtins.list[Job]:  # (`list` is a method of this class)
         """Jobs that were queued or running (oldest first)."""
@@ -179,6 +229,7 @@ class JobStore:
             job.duration_s, job.progress_s, job.wall_s, job.restarts,
             json.dumps(job.error) if job.error is not None else None,
             json.dumps(job.result) if job.result is not None else None,
+            _callback_json(job.callback) if job.callback is not None else None,
         )
 
     @staticmethod
@@ -190,19 +241,32 @@ class JobStore:
             progress_s=d["progress_s"] or 0.0, wall_s=d["wall_s"] or 0.0, restarts=d["restarts"] or 0,
             error=json.loads(d["error"]) if d["error"] else None,
             result=json.loads(d["result"]) if d["result"] else None,
+            callback=_callback(json.loads(d["callback"])) if d["callback"] else None,
         )
+
+
+def _callback_json(callback: Callback) -> str:
+    return json.dumps(asdict(callback))
+
+
+def _callback(stored: dict[str, Any]) -> Callback:
+    return Callback(**{**stored, "status": CallbackStatus(stored["status"])})
 
 
 Work = Callable[[Job, Callable[[float, float], None]], Awaitable[dict[str, Any]]]
 """Runs one job: given the job and a progress hook (done_s, total_s), returns the result document."""
 
+OnEnd = Callable[[Job], None]
+"""Told of a job that ended (succeeded, failed or cancelled) once its final state is stored."""
+
 
 class JobRunner:
     """Runs queued jobs, ``workers`` at a time, and keeps their records current."""
 
-    def __init__(self, store: JobStore, work: Work, workers: int = 2) -> None:
+    def __init__(self, store: JobStore, work: Work, workers: int = 2, on_end: OnEnd | None = None) -> None:
         self.store = store
         self._work = work
+        self._on_end = on_end
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._workers = workers
         self._tasks: list[asyncio.Task[None]] = []
@@ -242,7 +306,13 @@ class JobRunner:
         job.status = JobStatus.CANCELLED
         self.store.save(job)
         _remove(job.input_path)
+        if task is None:  # a running job's end is told by its worker
+            self._ended(job)
         return job
+
+    def _ended(self, job: Job) -> None:
+        if self._on_end is not None:
+            self._on_end(job)
 
     async def stop(self) -> None:
         """Stop the workers; running jobs stay 'running' in the store and resume on the next start."""
@@ -305,6 +375,7 @@ class JobRunner:
         self._live.pop(job.id, None)
         if job.status.final:
             _remove(job.input_path)
+            self._ended(job)
 
 
 def _remove(path: str) -> None:

@@ -16,6 +16,11 @@ def add_serve_command(sub: Any) -> None:
     p.add_argument("--port", type=int, help="port (default 8000)")
     p.add_argument("--api-key", action="append", dest="api_keys", help="accepted bearer token (repeatable)")
     p.add_argument("--data-dir", help="folder for the job database and uploads")
+    p.add_argument("--webhook-secret", help="key of the HMAC-SHA256 signature on job callbacks (or set "
+                   "VOXSERVE_SERVER__WEBHOOK_SECRET, which other users of this machine cannot read in ps)")
+    p.add_argument("--allow-webhook-host", action="append", dest="webhook_allow_hosts", metavar="HOST",
+                   help="allow job callbacks to this host, address or network although it is not public "
+                   "(loopback, private, link-local; repeatable)")
     add_ray_args(p)
     add_engine_args(p)
     p.set_defaults(func=cmd_serve)
@@ -29,7 +34,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from voxserve.server.thread import uvicorn_config
 
     server = {"host": args.host, "port": args.port, "data_dir": args.data_dir,
-              "api_keys": tuple(args.api_keys) if args.api_keys else None}
+              "api_keys": tuple(args.api_keys) if args.api_keys else None, "webhook_secret": args.webhook_secret,
+              "webhook_allow_hosts": tuple(args.webhook_allow_hosts) if args.webhook_allow_hosts else None}
     settings = engine_settings(args, server=server)
     logging.getLogger("voxserve").setLevel(logging.INFO)
     app = create_app(settings)

@@ -30,6 +30,7 @@ from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError, error_response
 from voxserve.server.metrics import Metrics
 from voxserve.server.security import ApiKeys, BodyLimit, ConcurrencyLimiter, QueryKeyToHeader, is_loopback
+from voxserve.server.webhooks import WebhookOptions, WebhookSender
 from voxserve.service import Voxserve
 from voxserve.types import SAMPLE_RATE
 
@@ -84,7 +85,9 @@ def _lifespan(ctx: ServerContext, *, owns_engine: bool) -> Any:
             log.warning("serving on %s without API keys: anyone who can reach it can use it "
                         "(set VOXSERVE_SERVER__API_KEYS)", server.host)
         ctx.store = JobStore(ctx.data_dir / "jobs.sqlite3")
-        ctx.jobs = JobRunner(ctx.store, lambda job, progress: http_jobs.run_job(ctx, job, progress), server.job_workers)
+        webhooks = WebhookSender(ctx.store, WebhookOptions.from_settings(server), ctx.metrics)
+        ctx.jobs = JobRunner(ctx.store, lambda job, progress: http_jobs.run_job(ctx, job, progress), server.job_workers,
+                             on_end=webhooks.notify)
         await ctx.vox.executor.run(ctx.vox.asr)  # load the default model off the event loop
         try:
             ctx.vox.tts().observer = ctx.metrics  # synthesis stream metrics on /metrics
@@ -94,6 +97,7 @@ def _lifespan(ctx: ServerContext, *, owns_engine: bool) -> Any:
         if server.warmup:
             await _warm_up(ctx)
         ctx.jobs.start()
+        webhooks.start()  # after the runner: jobs it finds interrupted call back too
         ctx.ready = True
         log.info("voxserve ready: models %s", ", ".join(ctx.vox.pool.loaded()))
         try:
@@ -101,6 +105,7 @@ def _lifespan(ctx: ServerContext, *, owns_engine: bool) -> Any:
         finally:
             ctx.ready = False
             await ctx.jobs.stop()
+            await webhooks.stop()
             ctx.store.close()
             if owns_engine:  # joining worker threads blocks: not on the event loop
                 await asyncio.get_running_loop().run_in_executor(None, ctx.vox.close)

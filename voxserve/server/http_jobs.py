@@ -15,13 +15,14 @@ from starlette.responses import JSONResponse, Response
 
 from voxserve.audio import probe
 from voxserve.errors import InvalidInput
-from voxserve.jobs import Job, JobStatus, validate_job_id
+from voxserve.jobs import Callback, Job, JobStatus, validate_job_id
 from voxserve.pipelines.long_asr import ProgressHook
 from voxserve.records import from_record, to_record
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError
 from voxserve.server.forms import TranscriptionForm, TranscriptionRequest, read_form
 from voxserve.server.http_asr import require_ready, respond, transcribe_source
+from voxserve.server.webhooks import WebhookOptions, check_callback_url
 from voxserve.types import Task, Transcript
 
 router = APIRouter()
@@ -37,10 +38,29 @@ async def create_job(request: Request) -> Response:
         task = (await request.form()).get("task", "transcribe")
         if task not in ("transcribe", "translate"):
             raise HttpError(422, "task must be 'transcribe' or 'translate'", param="task", code="invalid_value")
+        callback_url = await _callback_url(ctx, request)
         job = await _store_upload(ctx, form, str(task))
+        if callback_url is not None:
+            assert ctx.store is not None
+            job.callback = Callback(callback_url, result_url=f"{str(request.base_url).rstrip('/')}/v1/jobs/{job.id}/result")
+            ctx.store.save_callback(job.id, job.callback)
     assert ctx.jobs is not None
     ctx.jobs.submit(job)
     return JSONResponse(job.public(), status_code=202)
+
+
+async def _callback_url(ctx: ServerContext, request: Request) -> str | None:
+    """The form's ``callback_url`` once checked (scheme, credentials, every resolved address), or 422."""
+    raw = (await request.form()).get("callback_url")
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str):
+        raise HttpError(422, "callback_url must be text", param="callback_url", code="invalid_callback_url")
+    try:
+        await check_callback_url(raw, WebhookOptions.from_settings(ctx.settings.server))
+    except InvalidInput as exc:
+        raise HttpError(422, exc.message, param="callback_url", code=exc.code) from None
+    return raw
 
 
 async def _store_upload(ctx: ServerContext, form: TranscriptionForm, task: str) -> Job:
@@ -117,7 +137,8 @@ async def job_result(request: Request, job_id: str) -> Response:
         raise HttpError(status, f"job {job_id} is {job.status.value}; no result", code=f"job_{job.status.value}")
     asked = from_record(TranscriptionRequest, job.params)
     fmt = request.query_params.get("format") or asked.response_format
-    return respond(from_record(Transcript, job.result), fmt, asked.granularities or ("word", "segment"))
+    return respond(from_record(Transcript, job.result), fmt, asked.granularities or ("word", "segment"),
+                   subtitles=asked.subtitles)
 
 
 async def run_job(ctx: ServerContext, job: Job, progress: ProgressHook) -> dict[str, Any]:

@@ -36,6 +36,10 @@ class Metrics:
         self.errors = Counter("voxserve_errors", "Errors by type", ["type"], registry=r)
         self.inflight = Gauge("voxserve_inflight_requests", "Transcriptions in progress", registry=r)
         self.jobs = Gauge("voxserve_jobs", "Jobs by status (as last seen)", ["status"], registry=r)
+        self.webhook_attempts = Counter(
+            "voxserve_webhook_attempts", "Job callback attempts by outcome: delivered, retried (failed, tried "
+            "again later), failed (refused or given up)", ["outcome"], registry=r,
+        )
         self.live_streams = Gauge("voxserve_live_streams", "Active live transcription sessions", registry=r)
         self.live_final_latency = Histogram(
             "voxserve_live_final_latency_seconds", "End of speech (or commit) to final text",
