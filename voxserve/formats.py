@@ -12,7 +12,9 @@ from typing import Any
 
 from voxserve.errors import InvalidInput
 from voxserve.languages import language_name
+from voxserve.subtitles import DEFAULT_SUBTITLES, SubtitleOptions, shape_cues
 from voxserve.types import (
+    SAMPLE_RATE,
     Diarization,
     Segment,
     SpeakerTurn,
@@ -55,6 +57,10 @@ def segment_dict(s: Segment, *, words: bool = True) -> dict[str, Any]:
     }
     if s.speaker is not None:
         d["speaker"] = s.speaker
+    if s.channel is not None:
+        d["channel"] = s.channel
+    if s.language is not None:
+        d["language"] = language_name(s.language)  # as the transcript's own (a name: "german")
     if words:
         d["words"] = [word_dict(w) for w in s.words]
     return d
@@ -120,24 +126,25 @@ def _timestamp(seconds: float, sep: str) -> str:
     return f"{h:02d}:{m:02d}:{s:02d}{sep}{ms:03d}"
 
 
-def _caption(s: Segment) -> str:
-    return f"[{s.speaker}] {s.text}" if s.speaker else s.text
-
-
-def to_srt(t: Transcript) -> str:
-    """SubRip subtitles, one cue per segment."""
+def to_srt(t: Transcript, subtitles: SubtitleOptions = DEFAULT_SUBTITLES) -> str:
+    """SubRip subtitles, cues shaped by ``subtitles`` (:func:`voxserve.subtitles.shape_cues`), each led by
+    ``[speaker] `` when the transcript has speakers and labels are on."""
     cues = []
-    for i, s in enumerate(t.segments, start=1):
-        cues.append(f"{i}\n{_timestamp(s.start_s, ',')} --> {_timestamp(max(s.end_s, s.start_s + 0.001), ',')}\n{_caption(s)}\n")
+    for i, c in enumerate(shape_cues(t, subtitles), start=1):
+        label = f"[{c.speaker}] " if c.speaker and subtitles.speaker_labels else ""
+        text = label + "\n".join(c.lines)
+        cues.append(f"{i}\n{_timestamp(c.start / SAMPLE_RATE, ',')} --> {_timestamp(c.end / SAMPLE_RATE, ',')}\n{text}\n")
     return "\n".join(cues)
 
 
-def to_vtt(t: Transcript) -> str:
-    """WebVTT subtitles, one cue per segment (speaker as a voice tag when known)."""
+def to_vtt(t: Transcript, subtitles: SubtitleOptions = DEFAULT_SUBTITLES) -> str:
+    """WebVTT subtitles, cues shaped by ``subtitles``; the speaker as a voice tag (``<v A>``) when known and
+    labels are on."""
     cues = ["WEBVTT\n"]
-    for s in t.segments:
-        text = f"<v {s.speaker}>{s.text}" if s.speaker else s.text
-        cues.append(f"{_timestamp(s.start_s, '.')} --> {_timestamp(max(s.end_s, s.start_s + 0.001), '.')}\n{text}\n")
+    for c in shape_cues(t, subtitles):
+        label = f"<v {c.speaker}>" if c.speaker and subtitles.speaker_labels else ""
+        text = label + "\n".join(c.lines)
+        cues.append(f"{_timestamp(c.start / SAMPLE_RATE, '.')} --> {_timestamp(c.end / SAMPLE_RATE, '.')}\n{text}\n")
     return "\n".join(cues)
 
 
@@ -146,16 +153,17 @@ _WRITERS: dict[str, Callable[[Transcript], str]] = {
     "text": lambda t: t.text + "\n",
     "json": lambda t: json.dumps({"text": t.text}, ensure_ascii=False) + "\n",
     "verbose_json": lambda t: json.dumps(to_verbose_json(t), ensure_ascii=False, indent=2) + "\n",
-    "srt": to_srt,
-    "vtt": to_vtt,
     "diarized_json": lambda t: json.dumps(to_diarized_json(t), ensure_ascii=False, indent=2) + "\n",
 }
 
 
-def render(t: Transcript, fmt: str, file_id: str = "audio") -> str:
-    """The transcript in one of :data:`FORMATS` (``file_id``: the file name field of RTTM)."""
+def render(t: Transcript, fmt: str, file_id: str = "audio", *, subtitles: SubtitleOptions | None = None) -> str:
+    """The transcript in one of :data:`FORMATS` (``file_id``: the file name field of RTTM; ``subtitles``:
+    how srt and vtt cues are shaped, default :class:`~voxserve.subtitles.SubtitleOptions`)."""
     if fmt == "rttm":
         return to_rttm(_turns_of(t), file_id)
+    if fmt in ("srt", "vtt"):
+        return (to_srt if fmt == "srt" else to_vtt)(t, subtitles or DEFAULT_SUBTITLES)
     writer = _WRITERS.get(fmt)
     if writer is None:
         raise InvalidInput(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", param="response_format")

@@ -22,6 +22,12 @@ LANGUAGES: dict[str, str] = {
     "ba": "bashkir", "jw": "javanese", "su": "sundanese", "yue": "cantonese",
 }
 
+PER_SEGMENT = "auto-per-segment"
+"""The ``language`` value that asks for a language detected per segment (``multilingual=true`` too)."""
+
+NO_SPACE_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "my", "yue"})
+"""Languages written without spaces between words."""
+
 _BY_NAME = {name: code for code, name in LANGUAGES.items()}
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Coroutine
 from dataclasses import replace
 from types import TracebackType
@@ -24,13 +25,14 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import numpy as np
 
-from voxserve.audio import AudioSource, decode_audio
+from voxserve.audio import AudioSource, decode_audio, decode_channels
 from voxserve.backends.base import DecodeOptions
 from voxserve.backends.registry import load_vad
 from voxserve.config import Settings, load_settings
 from voxserve.engine.batcher import BatchObserver
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import ModelPool, Recognizer
+from voxserve.errors import InvalidInput
 from voxserve.pipelines.guard import GuardConfig
 from voxserve.pipelines.long_asr import LongAsrOptions, LongFileTranscriber, ProgressHook, TextHook
 from voxserve.pipelines.vad import VadParams
@@ -134,6 +136,7 @@ class Voxserve:
         progress: ProgressHook | None = None,
         on_text: TextHook | None = None,
         priority: Priority = Priority.OFFLINE,
+        split_channels: bool = False,
         **overrides: Any,
     ) -> Transcript:
         """Transcribe a file of any length (:data:`Source`: a path, bytes, a binary file object, or samples).
@@ -147,6 +150,12 @@ class Voxserve:
             embedder: the speaker embedder when ``speakers`` is set (default: ``diarization.embedder``).
             progress: called with (seconds done, seconds in all) as chunks finish.
             on_text: receives each chunk's text in file order as soon as it is final (streaming).
+            split_channels: one speaker a channel (calls): each channel is transcribed on its own, all of them
+                in the same shared batches, and merged by time; segments carry ``channel`` and the speaker
+                ``channel_0``, ``channel_1``, ...; another channel's leak is not transcribed twice
+                (:mod:`voxserve.pipelines.channels`). A mono file is ``channel_0``, and so is a channel
+                repeating another; samples may be (channels, samples). Not with ``speakers`` or ``on_text``.
+
 
         Raises:
             InvalidInput: bad, empty or too long audio, or bad options.
@@ -156,6 +165,11 @@ class Voxserve:
             options = self.long_options(**overrides)
         elif overrides:
             raise TypeError("give either options or keyword overrides, not both")
+        if split_channels:
+            if speakers or on_text is not None:
+                raise InvalidInput("split_channels labels speakers by channel: not with diarization or streamed text",
+                                   param="split_channels")
+            return await self._by_channel(source, options, model=model, progress=progress, priority=priority)
         if speakers:
             diarize = None if speakers is True else speakers
             return await self._with_speakers(source, options, diarize, model=model, embedder=embedder,
@@ -308,6 +322,26 @@ class Voxserve:
     def diarize(self, source: Source, options: DiarizeOptions | None = None, **kwargs: Any) -> Diarization:
         """Synchronous :meth:`adiarize`."""
         return self._sync(self.adiarize(source, options, **kwargs))
+
+    async def _by_channel(self, source: Source, options: LongAsrOptions, *, model: str | None,
+                          progress: ProgressHook | None, priority: Priority) -> Transcript:
+        """Each channel transcribed on its own, concurrently (their chunks share the batches), after the
+        others' leak is silenced in it; the transcripts merged by time with a speaker per channel."""
+        from voxserve.pipelines.channels import channel_progress, distinct_channels, merge_channels, suppress_crosstalk
+
+        started = time.monotonic()
+        if isinstance(source, np.ndarray):
+            audio = np.atleast_2d(np.asarray(source, dtype=np.float32))
+        else:
+            audio = await self.executor.run(decode_channels, source, max_duration_s=options.max_duration_s)
+        channels = distinct_channels(audio)  # a mono recording stored as stereo is one channel
+        clean = await self.executor.run(suppress_crosstalk, audio[channels])
+        timed = replace(options, decode=replace(options.decode, word_timestamps=True))  # leak is judged per word
+        transcripts = await asyncio.gather(*(
+            self.atranscribe(np.ascontiguousarray(samples), timed, model=model, progress=hook, priority=priority)
+            for samples, hook in zip(clean, channel_progress(progress, len(clean)), strict=True)
+        ))
+        return merge_channels(transcripts, audio, channels, time.monotonic() - started)
 
     async def _with_speakers(
         self,

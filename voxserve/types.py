@@ -87,7 +87,8 @@ class Word(_SampleSpan):
 
 @dataclass(frozen=True)
 class Segment(_SampleSpan):
-    """A stretch of transcript with its words and the decoding statistics of the chunk it came from."""
+    """A stretch of transcript with its words and the decoding statistics of the chunk it came from;
+    ``language`` is set only when the transcript detects a language per segment."""
 
     id: int
     start: int
@@ -100,6 +101,9 @@ class Segment(_SampleSpan):
     compression_ratio: float = 0.0
     no_speech_prob: float = 0.0
     speaker: str | None = None
+    language: str | None = None
+    channel: int | None = None
+    """The audio channel the segment was heard on, when the file was transcribed channel by channel."""
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -55,12 +56,13 @@ def test_verbose_json_shape(vox: Voxserve, data_dir: Path) -> None:
 
 def test_srt_and_vtt_parse(vox: Voxserve, data_dir: Path) -> None:
     t = transcribe(vox, data_dir / "mfa_ls_61-70968-0000.flac")
-    cues = list(srt.parse(render(t, "srt")))
-    assert [c.content for c in cues] == [s.text for s in t.segments]
-    assert all(c.start < c.end for c in cues)
+    cues = list(srt.parse(render(t, "srt")))  # shaped: at most 2 lines of 42 characters, 7 s a cue
+    assert " ".join(c.content for c in cues).split() == t.text.split()
+    assert all(c.start < c.end <= c.start + timedelta(seconds=7) for c in cues)
+    assert all(len(line) <= 42 for c in cues for line in c.content.splitlines())
     assert all(a.end <= b.start for a, b in zip(cues, cues[1:]))
     vtt = webvtt.from_string(render(t, "vtt"))
-    assert " ".join(c.text for c in vtt.captions) == t.text
+    assert " ".join(c.text for c in vtt.captions).split() == t.text.split()
     score = score_wer((data_dir / "mfa_ls_61-70968-0000.txt").read_text(), t.text)
     assert score.wer <= 0.1
 

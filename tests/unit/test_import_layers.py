@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).parents[2] / "voxserve"
 LAYERS: dict[str, int] = {
     # the vocabulary every layer shares
     "types": 0, "errors": 0, "languages": 0, "stats": 0, "records": 0,
-    "config": 1, "formats": 1,
+    "config": 1, "formats": 1, "subtitles": 1,
     # media and text handling, then models behind protocols
     "audio": 2, "text": 2,
     "backends": 3,

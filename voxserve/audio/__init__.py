@@ -9,6 +9,7 @@ from voxserve.audio.decode import (
     AudioInfo,
     AudioSource,
     decode_audio,
+    decode_channels,
     iter_decode,
     probe,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "StreamResampler",
     "dbfs",
     "decode_audio",
+    "decode_channels",
     "float32_to_pcm16",
     "g711_alaw_to_float32",
     "g711_ulaw_to_float32",

@@ -43,12 +43,13 @@ from av.audio.frame import AudioFrame
 from av.audio.stream import AudioStream
 from av.container import InputContainer
 
-from voxserve.audio.resample import FrameResampler
+from voxserve.audio.resample import ChannelResampler, FrameResampler
 from voxserve.errors import InvalidInput
 from voxserve.types import SAMPLE_RATE, Float32Array
 
 __all__ = [
-    "ALLOWED_FORMATS", "DEFAULT_BLOCK_SAMPLES", "AudioInfo", "AudioSource", "decode_audio", "iter_decode", "probe",
+    "ALLOWED_FORMATS", "DEFAULT_BLOCK_SAMPLES", "AudioInfo", "AudioSource", "decode_audio", "decode_channels",
+    "iter_decode", "probe",
 ]  # fmt: skip
 
 ALLOWED_FORMATS: tuple[str, ...] = (
@@ -341,15 +342,16 @@ def _check_frame(frame: AudioFrame) -> None:
         raise _corrupt(f"the audio has {frame.layout.nb_channels} channels (at most {MAX_CHANNELS} are read)")
 
 
-def _resample_frames(frames: Iterator[AudioFrame], sample_rate: int) -> Iterator[Float32Array]:
-    resampler = FrameResampler(sample_rate)
+def _resample_frames(frames: Iterator[AudioFrame], sample_rate: int, channels: bool) -> Iterator[Float32Array]:
+    resampler = ChannelResampler(sample_rate) if channels else FrameResampler(sample_rate)
     try:
         for frame in frames:
             _check_frame(frame)
             yield from resampler.push(frame)
         yield from resampler.flush()
     except _AV_ERRORS as exc:  # e.g. a channel count FFmpeg has no layout (downmix) for
-        raise InvalidInput(f"the audio cannot be converted to mono at {sample_rate} Hz ({exc})",
+        into = "channels" if channels else "mono"
+        raise InvalidInput(f"the audio cannot be converted to {into} at {sample_rate} Hz ({exc})",
                            code="invalid_audio") from exc
 
 
@@ -400,14 +402,15 @@ def _checked_chunks(
 
 @contextmanager
 def _decoded_chunks(
-    source: AudioSource, sample_rate: int, max_duration_s: float | None
+    source: AudioSource, sample_rate: int, max_duration_s: float | None, channels: bool = False
 ) -> Iterator[Iterator[Float32Array]]:
     with _open_source(source) as src, _open_container(src) as container:
         stream = _audio_stream(container)
         declared_s = _declared_s(container, stream, src.head)
         _check_declared_length(declared_s, max_duration_s)
         frames = _decode_frames(container, stream, src.note)
-        yield _checked_chunks(_resample_frames(frames, sample_rate), sample_rate, declared_s, max_duration_s)
+        resampled = _resample_frames(frames, sample_rate, channels)
+        yield _checked_chunks(resampled, sample_rate, declared_s, max_duration_s)
 
 
 def _validate(sample_rate: int, max_duration_s: float | None, block_samples: int = 1) -> None:
@@ -441,6 +444,25 @@ def decode_audio(
     with _decoded_chunks(source, sample_rate, max_duration_s) as chunks:
         parts = list(chunks)
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def decode_channels(
+    source: AudioSource, *, sample_rate: int = SAMPLE_RATE, max_duration_s: float | None = None
+) -> Float32Array:
+    """Decode an audio or video file keeping its channels apart (one speaker a channel, as call recordings
+    store them), under the same checks as :func:`decode_audio`.
+
+    Returns:
+        A (channels, samples) float32 array at ``sample_rate``: one row for a mono file.
+
+    Raises:
+        InvalidInput: as :func:`decode_audio`; also ``invalid_audio`` when the channel count changes mid-stream.
+        ValueError: an argument is out of range.
+    """
+    _validate(sample_rate, max_duration_s)
+    with _decoded_chunks(source, sample_rate, max_duration_s, channels=True) as chunks:
+        parts = list(chunks)
+    return np.ascontiguousarray(np.concatenate(parts).T)
 
 
 def iter_decode(

@@ -2,7 +2,8 @@
 
 All use FFmpeg's libswresample through PyAV, so a stream resampled block by block is identical to the
 whole signal resampled at once, whatever the block sizes. :class:`FrameResampler` also mixes decoded
-PyAV frames of any sample format and channel layout down to mono.
+PyAV frames of any sample format and channel layout down to mono; :class:`ChannelResampler` keeps the
+channels apart (calls recorded with one speaker a channel).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from av.audio.resampler import AudioResampler
 
 from voxserve.types import Float32Array
 
-__all__ = ["FrameResampler", "StreamResampler", "resample"]
+__all__ = ["ChannelResampler", "FrameResampler", "StreamResampler", "resample"]
 
 _ONE_SHOT_BLOCK = 1 << 20  # the one-shot function feeds long signals in blocks of this many samples
 
@@ -199,3 +200,68 @@ class FrameResampler:
         assert self._stream is not None
         mono = (f.to_ndarray().reshape(-1) for f in frames if f is not None)  # a passthrough flush gives [None]
         return [part for part in map(self._stream.push, mono) if len(part)]
+
+
+class ChannelResampler:
+    """Converts decoded PyAV audio frames to float32 at one rate, channel by channel: blocks of shape
+    (samples, channels), each channel resampled as :class:`StreamResampler` does a mono stream.
+
+    The frames' format and rate may change mid-stream; their channel count may not.
+    """
+
+    def __init__(self, sample_rate: int) -> None:
+        """Create a converter.
+
+        Args:
+            sample_rate: the output rate in Hz.
+        """
+        self._rate = _check_rate("sample_rate", sample_rate)
+        self._planar: AudioResampler | None = None
+        self._key: tuple[str, str, int] | None = None
+        self._streams: list[StreamResampler] = []
+        self.channels: int | None = None
+        """The stream's channel count, once a frame has been seen."""
+
+    def push(self, frame: AudioFrame) -> list[Float32Array]:
+        """Convert one frame.
+
+        Args:
+            frame: a decoded audio frame.
+
+        Returns:
+            Non-empty (samples, channels) float32 arrays (possibly none) in stream order.
+
+        Raises:
+            ValueError: the frame's channel count differs from the earlier frames'.
+        """
+        key = (frame.format.name, frame.layout.name, frame.sample_rate)
+        out: list[Float32Array] = []
+        if key != self._key:
+            channels = frame.layout.nb_channels
+            if self.channels is not None and channels != self.channels:
+                raise ValueError(f"the channel count changes mid-stream ({self.channels} -> {channels})")
+            out = self.flush()
+            self.channels = channels
+            self._planar = AudioResampler("fltp", frame.layout.name, frame.sample_rate)  # sample format only
+            self._streams = [StreamResampler(frame.sample_rate, self._rate) for _ in range(channels)]
+            self._key = key
+        assert self._planar is not None
+        return out + self._resample(self._planar.resample(frame))
+
+    def flush(self) -> list[Float32Array]:
+        """Return the samples still held back and reset for a new stream (the channel count stays).
+
+        Returns:
+            Non-empty (samples, channels) float32 arrays (possibly none).
+        """
+        if self._planar is None:
+            return []
+        out = self._resample(self._planar.resample(None))
+        tail = np.stack([s.flush() for s in self._streams], axis=1)
+        self._planar, self._key, self._streams = None, None, []
+        return [part for part in [*out, tail] if len(part)]
+
+    def _resample(self, frames: list[AudioFrame]) -> list[Float32Array]:
+        planes = (f.to_ndarray() for f in frames if f is not None)  # (channels, samples) each
+        out = (np.stack([s.push(plane[c]) for c, s in enumerate(self._streams)], axis=1) for plane in planes)
+        return [part for part in out if len(part)]

@@ -12,6 +12,7 @@ from typing import Any
 
 from voxserve.cli.common import add_engine_args, add_ray_args, add_speaker_args, engine_settings, speaker_counts
 from voxserve.cli.files import Progress, run_files
+from voxserve.cli.subtitle_args import add_subtitle_args, subtitle_options
 from voxserve.formats import DIARIZED_FORMATS, FORMATS, extension, render
 from voxserve.service import Voxserve
 from voxserve.types import Transcript
@@ -30,6 +31,7 @@ def add_transcribe_command(sub: Any) -> None:
     add_ray_args(p)
     p.add_argument("--diarize", action="store_true", help="label speakers (implied by --format diarized_json or rttm)")
     add_speaker_args(p)
+    add_subtitle_args(p)
     add_engine_args(p)
     p.set_defaults(func=cmd_transcribe)
 
@@ -40,10 +42,12 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         output_dir: Path | None = Path(args.output_dir)
     else:
         output_dir = None if len(args.paths) == 1 else Path(".")
+    subtitles = subtitle_options(args)  # bad values fail before the model loads
     vox = Voxserve(engine_settings(args))
     try:
         vox.asr(args.model)  # load before the clock starts
-        speakers = speaker_counts(vox, args) if args.diarize or args.format in DIARIZED_FORMATS else None
+        wanted = args.diarize or args.format in DIARIZED_FORMATS
+        speakers = speaker_counts(vox, args) if wanted and not args.split_channels else None  # channels or diarization
         options = vox.long_options(
             language=args.language, task=args.task, prompt=args.prompt,
             word_timestamps=speakers is not None or args.format not in ("txt", "text", "json"),
@@ -51,9 +55,9 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
 
         async def job(path: str, progress: Progress) -> Transcript:
             return await vox.atranscribe(path, options, speakers=speakers, model=args.model, embedder=args.embedder,
-                                         progress=progress)
+                                         progress=progress, split_channels=args.split_channels)
 
-        return run_files(args.paths, job, lambda t, name: render(t, args.format, name), extension(args.format),
-                         output_dir=output_dir, quiet=args.quiet)
+        return run_files(args.paths, job, lambda t, name: render(t, args.format, name, subtitles=subtitles),
+                         extension(args.format), output_dir=output_dir, quiet=args.quiet)
     finally:
         vox.close()

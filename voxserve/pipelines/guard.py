@@ -19,9 +19,8 @@ from dataclasses import dataclass, fields, replace
 
 from voxserve.backends.base import AsrResult
 from voxserve.config import GuardSettings
+from voxserve.languages import NO_SPACE_LANGUAGES
 from voxserve.types import SAMPLE_RATE
-
-NO_SPACE_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "my", "yue"})
 
 
 @dataclass(frozen=True)

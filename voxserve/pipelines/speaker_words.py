@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 
-from voxserve.pipelines.guard import NO_SPACE_LANGUAGES
+from voxserve.languages import NO_SPACE_LANGUAGES
 from voxserve.types import Diarization, Segment, SpeakerTurn, Transcript, Word
 
 _RESOLUTION = 160  # samples per timeline cell (10 ms)

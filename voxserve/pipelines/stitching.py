@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from voxserve.backends.base import TimedWord
+from voxserve.languages import NO_SPACE_LANGUAGES
 from voxserve.pipelines.chunking import ChunkPlan
-from voxserve.pipelines.guard import NO_SPACE_LANGUAGES
 from voxserve.types import SAMPLE_RATE, Segment, Word
 
 SENTENCE_END = (".", "?", "!", "。", "？", "！")

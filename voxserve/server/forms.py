@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from math import inf
+from typing import Any
 
 from starlette.datastructures import FormData, UploadFile
 from starlette.requests import Request
 
+from voxserve.errors import InvalidInput
 from voxserve.languages import language_code
 from voxserve.pipelines.vad import VadParams
 from voxserve.server.context import context
 from voxserve.server.errors import HttpError
 from voxserve.server.model_names import asr_model
+from voxserve.subtitles import DEFAULT_SUBTITLES, SubtitleOptions
 from voxserve.types import Task
 
 RESPONSE_FORMATS = ("json", "text", "srt", "verbose_json", "vtt", "diarized_json")
@@ -36,6 +40,8 @@ class TranscriptionRequest:
     speakers: SpeakerFields | None = None
     vad: VadParams | None = None
     logprobs: bool = False
+    subtitles: SubtitleOptions | None = None
+    split_channels: bool = False
 
 
 @dataclass(frozen=True)
@@ -165,7 +171,35 @@ async def read_form(request: Request, task: Task, formats: tuple[str, ...] = RES
         speakers=speaker_fields(form),
         vad=chunking_strategy(_text(form, "chunking_strategy")),
         logprobs=_logprobs_included(form),
+        subtitles=subtitle_fields(form),
+        split_channels=_bool(form, "split_channels"),
     ))
+
+
+def _whole(form: FormData, name: str) -> int | None:
+    raw = _text(form, name)
+    if raw is None:
+        return None
+    if not raw.isdigit():
+        raise _invalid(name, f"'{name}' must be a whole number, not {raw[:40]!r}")
+    return int(raw)
+
+
+def subtitle_fields(form: FormData) -> SubtitleOptions | None:
+    """voxserve extension: how srt and vtt cues are shaped (``max_line_width``, ``max_line_count``,
+    ``max_cue_duration`` in seconds, ``speaker_labels``); None when the form sets none of them."""
+    names = ("max_line_width", "max_line_count", "max_cue_duration", "speaker_labels")
+    if all(_text(form, n) is None for n in names):
+        return None
+    width, count = _whole(form, "max_line_width"), _whole(form, "max_line_count")
+    given: dict[str, Any] = {"max_line_width": width, "max_line_count": count,
+                             "max_cue_duration_s": _float(form, "max_cue_duration", DEFAULT_SUBTITLES.max_cue_duration_s,
+                                                          0.0, inf),
+                             "speaker_labels": _text(form, "speaker_labels") is None or _bool(form, "speaker_labels")}
+    try:
+        return replace(DEFAULT_SUBTITLES, **{k: v for k, v in given.items() if v is not None})
+    except InvalidInput as exc:
+        raise _invalid(exc.param or "max_line_width", exc.message) from None
 
 
 def chunking_strategy(raw: str | None) -> VadParams | None:

@@ -19,6 +19,7 @@ from voxserve.pipelines.long_asr import LongAsrOptions
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError, error_response
 from voxserve.server.forms import TranscriptionForm, TranscriptionRequest, read_form
+from voxserve.subtitles import SubtitleOptions
 from voxserve.types import Transcript
 
 router = APIRouter()
@@ -48,7 +49,8 @@ async def _handle(request: Request, task: str) -> Response:
         if req.stream:
             return _stream(ctx, form, hold.pop_all())
         transcript = await _transcribe(ctx, form)
-        return respond(transcript, req.response_format, req.granularities, logprobs=req.logprobs)
+        return respond(transcript, req.response_format, req.granularities, logprobs=req.logprobs,
+                       subtitles=req.subtitles)
     finally:
         hold.close()
 
@@ -84,6 +86,8 @@ async def transcribe_source(
 ) -> Transcript:
     """Transcribe (with speakers when the request asks for them) a file path or file object."""
     options = options_for(ctx, req, max_audio_s)
+    if req.split_channels:  # one speaker a channel: the channels are the speakers (no diarization)
+        return await ctx.vox.atranscribe(source, options, split_channels=True, model=req.model, progress=progress)
     if req.speakers is None:
         return await ctx.vox.atranscribe(source, options, model=req.model, on_text=on_text, progress=progress)
     sp = req.speakers
@@ -92,12 +96,13 @@ async def transcribe_source(
     return await ctx.vox.atranscribe(source, options, speakers=diarize, model=req.model, progress=progress)
 
 
-def respond(t: Transcript, fmt: str, granularities: tuple[str, ...], *, logprobs: bool = False) -> Response:
+def respond(t: Transcript, fmt: str, granularities: tuple[str, ...], *, logprobs: bool = False,
+            subtitles: SubtitleOptions | None = None) -> Response:
     """The transcript in the requested OpenAI response format (``logprobs``: with each token's, as OpenAI's
-    ``include[]=logprobs`` gives them, in json and verbose_json)."""
+    ``include[]=logprobs`` gives them, in json and verbose_json; ``subtitles``: the srt and vtt cue shape)."""
     extra = {"logprobs": to_logprobs(t)} if logprobs else {}
     if fmt in _TEXT_TYPES:
-        return PlainTextResponse(render(t, fmt), media_type=_TEXT_TYPES[fmt])
+        return PlainTextResponse(render(t, fmt, subtitles=subtitles), media_type=_TEXT_TYPES[fmt])
     if fmt == "verbose_json":
         segments = not granularities or "segment" in granularities
         return JSONResponse({**to_verbose_json(t, words="word" in granularities, segments=segments), **extra})

@@ -1,0 +1,93 @@
+"""One speaker a channel on real audio: a stereo call (tests/calls.py) through the library and the CLI: each
+channel's text against its reference, channel speakers in every format, the other side's leak never
+transcribed twice; and subtitles shaped on a real transcript."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import srt
+import webvtt
+
+from tests.calls import write_call
+from tests.quality import jfk_wer, reader_wer
+from voxserve.errors import InvalidInput
+from voxserve.formats import render
+from voxserve.service import Voxserve
+from voxserve.subtitles import SubtitleOptions
+from voxserve.types import Transcript
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def call(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_call(tmp_path_factory.mktemp("call") / "call.wav")
+
+
+def channel_text(t: Transcript, channel: int) -> str:
+    return " ".join(s.text for s in t.segments if s.channel == channel)
+
+
+def check_call(t: Transcript) -> None:
+    """Each channel holds its own speaker only: the leak of the other one would add its words again."""
+    assert jfk_wer(channel_text(t, 0)) <= 0.1, channel_text(t, 0)
+    assert reader_wer(channel_text(t, 1)) <= 0.1, channel_text(t, 1)
+    assert {s.speaker for s in t.segments} == {"channel_0", "channel_1"}
+    assert all(w.speaker == s.speaker for s in t.segments for w in s.words)
+    assert [s.start for s in t.segments] == sorted(s.start for s in t.segments)
+    assert len(t.text.split()) <= 22 + 17 + 2  # the references' words, give or take a split word
+
+
+def test_library_splits_channels_and_labels_them(vox: Voxserve, call: Path) -> None:
+    t = vox.transcribe(call, split_channels=True)
+    check_call(t)
+    assert t.diarization is not None and t.diarization.speakers == ("channel_0", "channel_1")
+    assert abs(t.duration_s - 17.9) < 0.1
+    verbose = json.loads(render(t, "verbose_json"))
+    assert {(s["channel"], s["speaker"]) for s in verbose["segments"]} == {(0, "channel_0"), (1, "channel_1")}
+    diarized = json.loads(render(t, "diarized_json"))
+    assert {s["speaker"] for s in diarized["segments"]} == {"channel_0", "channel_1"}
+    vtt = webvtt.from_string(render(t, "vtt"))
+    assert {c.voice for c in vtt.captions} == {"channel_0", "channel_1"}
+
+
+def test_mono_is_channel_0_and_speakers_are_refused(vox: Voxserve, data_dir: Path) -> None:
+    t = vox.transcribe(data_dir / "fw_jfk.flac", split_channels=True)
+    assert {s.speaker for s in t.segments} == {"channel_0"} and jfk_wer(t.text) <= 0.1
+    with pytest.raises(InvalidInput) as err:
+        vox.transcribe(data_dir / "fw_jfk.flac", split_channels=True, speakers=True)
+    assert err.value.param == "split_channels"
+
+
+def test_subtitles_on_a_real_transcript(vox: Voxserve, corpus: Path) -> None:
+    t = vox.transcribe(corpus / "asr" / "mfa_acoustic_corpus.wav")
+    options = SubtitleOptions(max_line_width=32, max_line_count=2, max_cue_duration_s=4.0)
+    cues = list(srt.parse(render(t, "srt", subtitles=options)))
+    assert len(cues) > len(t.segments)  # 26.7 s of speech in cues of 4 s at most
+    assert all(len(line) <= 32 for c in cues for line in c.content.splitlines())
+    assert all(len(c.content.splitlines()) <= 2 and (c.end - c.start).total_seconds() <= 4.0 for c in cues)
+    assert " ".join(c.content for c in cues).split() == [w.text.strip() for w in t.words if w.text.strip()]
+    starts = {round(w.start_s, 3) for w in t.words}
+    assert all(round(c.start.total_seconds(), 3) in starts for c in cues)  # cues start on words
+
+
+def test_cli_split_channels_with_shaped_subtitles(call: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "voxserve.cli", "transcribe", str(call), "--split-channels",
+                        "--format", "srt", "--max-line-width", "30", "--max-cue-duration", "5", "--quiet"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    cues = list(srt.parse(r.stdout))
+    assert all(c.content.startswith(("[channel_0] ", "[channel_1] ")) for c in cues)
+    assert all(len(line) <= 30 for c in cues for line in c.content.splitlines())
+    assert all((c.end - c.start).total_seconds() <= 5.0 for c in cues)
+    left = " ".join(c.content.removeprefix("[channel_0] ") for c in cues if c.content.startswith("[channel_0]"))
+    right = " ".join(c.content.removeprefix("[channel_1] ") for c in cues if c.content.startswith("[channel_1]"))
+    assert jfk_wer(left) <= 0.1 and reader_wer(right) <= 0.1, r.stdout
+    bad = subprocess.run([sys.executable, "-m", "voxserve.cli", "transcribe", str(call), "--max-line-width", "2"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "max_line_width" in bad.stderr
