@@ -121,6 +121,10 @@ class ServerConfig(_Frozen):
     webhook_max_result_kb: float = Field(
         256.0, ge=0, description="Callbacks carry the result up to this size; larger ones only link to it.",
     )
+    webhook_ca_file: str = Field(
+        "", description="PEM file of the CAs that https callback receivers' certificates are checked against "
+        "(a private CA); empty = the public CAs (certifi).",
+    )
 
 
 class TtsConfig(_Frozen):

@@ -7,7 +7,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -34,7 +37,7 @@ class Receiver:
     """An HTTP server on 127.0.0.1 that answers each POST with the next scripted status (then 200) and keeps what
     it was sent."""
 
-    def __init__(self, answers: list[int] | None = None, port: int = 0) -> None:
+    def __init__(self, answers: list[int] | None = None, port: int = 0, tls: ssl.SSLContext | None = None) -> None:
         self.answers = list(answers or [])
         self.hits: list[dict[str, Any]] = []
         owner = self
@@ -55,6 +58,9 @@ class Receiver:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.scheme = "https" if tls else "http"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def __enter__(self) -> Receiver:
@@ -65,8 +71,8 @@ class Receiver:
         self.server.shutdown()
         self.server.server_close()
 
-    def url(self, path: str = "/hook") -> str:
-        return f"http://localhost:{self.server.server_address[1]}{path}"
+    def url(self, path: str = "/hook", host: str = "localhost") -> str:
+        return f"{self.scheme}://{host}:{self.server.server_address[1]}{path}"
 
     def wait_for(self, count: int, timeout: float = 120) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout
@@ -214,3 +220,64 @@ def test_an_undelivered_callback_is_delivered_after_a_restart(tmp_path: Path, da
     assert delivered["last_status"] == 200
     assert failed["status"] == "failed" and bodies[broken.id]["status"] == "failed"
     assert bodies[broken.id]["error"]["code"] == failed["error"]["code"] and "result" not in bodies[broken.id]
+
+
+REBINDING = "hooks.rebind.test"  # not in any DNS: only the patched resolver below knows it
+
+
+@pytest.fixture()
+def resolutions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Resolve REBINDING to 127.0.0.1 (the system resolver for every other name) and count its look-ups."""
+    seen: list[str] = []
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == REBINDING:
+            seen.append(host)
+            return real("127.0.0.1", port, *args, **kwargs)
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return seen
+
+
+def test_each_attempt_connects_to_the_address_it_checked(tmp_path: Path, data_dir: Path, resolutions: list[str]) -> None:
+    """The host is resolved once per check and the POST goes to that address with the name in Host: a name that
+    resolved elsewhere by the time of connecting (DNS rebinding) is not asked again."""
+    with LiveServer(tmp_path, **{**FAST_RETRIES, "webhook_allow_hosts": ("127.0.0.0/8",)}) as live, \
+            Receiver([503]) as receiver:
+        job = submit(live, data_dir / "fw_jfk.flac", callback_url=receiver.url(host=REBINDING))
+        done = settled(live, job["id"])["callback"]
+    assert done["status"] == "delivered" and done["attempts"] == 2
+    assert len(resolutions) == 3  # once at creation, once for each attempt: never by the HTTP client
+    port = receiver.server.server_address[1]
+    assert [h["headers"]["Host"] for h in receiver.hits] == [f"{REBINDING}:{port}"] * 2
+
+
+def _certificate(folder: Path, name: str) -> tuple[Path, Path]:
+    """A self-signed certificate for ``name`` (with the openssl command)."""
+    cert, key = folder / f"{name}.pem", folder / f"{name}.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={name}",
+                    "-addext", f"subjectAltName=DNS:{name}", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_https_receivers_are_verified_for_their_name(tmp_path: Path, data_dir: Path, resolutions: list[str]) -> None:
+    """Connected by address, an https callback still sends the host's name (SNI) and checks the certificate for it:
+    the receiver's certificate for ``localhost`` is accepted as localhost and refused as another name."""
+    cert, key = _certificate(tmp_path, "localhost")
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    settings = {**FAST_RETRIES, "webhook_allow_hosts": ("localhost", REBINDING), "webhook_ca_file": str(cert),
+                "webhook_max_attempts": 2}
+    with LiveServer(tmp_path / "server", **settings) as live, Receiver(tls=tls) as receiver:
+        good = submit(live, data_dir / "fw_jfk.flac", callback_url=receiver.url())
+        delivered = settled(live, good["id"])["callback"]
+        body = verified(receiver.wait_for(1)[0])
+        wrong = submit(live, data_dir / "fw_jfk.flac", callback_url=receiver.url(host=REBINDING))
+        refused = settled(live, wrong["id"])["callback"]
+    assert delivered["status"] == "delivered" and body["id"] == good["id"]
+    assert refused["status"] == "failed" and refused["attempts"] == 2 and refused["last_status"] is None
+    assert "certificate" in refused["error"].lower() and len(receiver.hits) == 1

@@ -14,6 +14,7 @@ import ipaddress
 import json
 import logging
 import socket
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -52,13 +53,14 @@ class WebhookOptions:
     backoff_s: float
     max_backoff_s: float
     max_result_bytes: int
+    ca_file: str
 
     @classmethod
     def from_settings(cls, server: ServerConfig) -> WebhookOptions:
         """The options of a server's settings."""
         return cls(server.webhook_secret, server.webhook_allow_hosts, server.webhook_timeout_s,
                    server.webhook_max_attempts, server.webhook_backoff_s, server.webhook_max_backoff_s,
-                   int(server.webhook_max_result_kb * 1024))
+                   int(server.webhook_max_result_kb * 1024), server.webhook_ca_file)
 
     def delay_s(self, attempts: int, retry_after_s: float | None = None) -> float:
         """The wait after ``attempts`` failed attempts (or the receiver's ``Retry-After``), at most the cap."""
@@ -121,8 +123,9 @@ def signed_headers(body: bytes, secret: str, now: float | None = None) -> dict[s
     return headers
 
 
-async def post_once(raw_url: str, body: bytes, options: WebhookOptions) -> Attempt:
-    """One callback attempt: check the URL, then POST to its checked addresses in turn until one connects."""
+async def post_once(raw_url: str, body: bytes, options: WebhookOptions, verify: ssl.SSLContext | bool = True) -> Attempt:
+    """One callback attempt: check the URL, then POST to its checked addresses in turn until one connects
+    (``verify``: how https receivers' certificates are checked, for their host name)."""
     try:
         target = await check_callback_url(raw_url, options)
     except InvalidInput as exc:  # refused now (DNS changed): retrying will not help
@@ -130,7 +133,8 @@ async def post_once(raw_url: str, body: bytes, options: WebhookOptions) -> Attem
     headers = {**signed_headers(body, options.secret), "Host": target.url.netloc.decode("ascii")}
     extensions = {"sni_hostname": target.url.host} if target.url.scheme == "https" else {}
     error = "no address"
-    async with httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=options.timeout_s) as client:
+    async with httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=options.timeout_s,
+                                 verify=verify) as client:
         for address in target.addresses:
             request = client.build_request("POST", target.url.copy_with(host=str(address)), content=body,
                                            headers=headers, extensions=extensions)
@@ -175,6 +179,8 @@ class WebhookSender:
         self.options = options
         self.metrics = metrics
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        # a CA file that cannot be read stops the server at start, not each delivery later
+        self._verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=options.ca_file) if options.ca_file else True
 
     def start(self) -> None:
         """Resume the callbacks a previous process left undelivered (call inside the event loop)."""
@@ -205,7 +211,7 @@ class WebhookSender:
             body = callback_body(job, self.options.max_result_bytes)
             callback = job.callback
             while callback.status == CallbackStatus.PENDING:
-                attempt = await post_once(callback.url, body, self.options)
+                attempt = await post_once(callback.url, body, self.options, self._verify)
                 self._record(job_id, callback, attempt)
                 if callback.status == CallbackStatus.PENDING:
                     await asyncio.sleep(self.options.delay_s(callback.attempts, attempt.retry_after_s))
