@@ -57,7 +57,9 @@ def test_library_splits_channels_and_labels_them(vox: Voxserve, call: Path) -> N
 
 
 def test_mono_is_channel_0_and_speakers_are_refused(vox: Voxserve, data_dir: Path) -> None:
-    t = vox.transcribe(data_dir / "fw_jfk.flac", split_channels=True)
+    mono = vox.transcribe(data_dir / "mfa_ls_61-70968-0000.flac", split_channels=True)
+    assert {s.speaker for s in mono.segments} == {"channel_0"} and reader_wer(mono.text) <= 0.1
+    t = vox.transcribe(data_dir / "fw_jfk.flac", split_channels=True)  # stereo, both channels the same speech
     assert {s.speaker for s in t.segments} == {"channel_0"} and jfk_wer(t.text) <= 0.1
     with pytest.raises(InvalidInput) as err:
         vox.transcribe(data_dir / "fw_jfk.flac", split_channels=True, speakers=True)

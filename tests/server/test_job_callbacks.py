@@ -172,6 +172,21 @@ def test_inward_and_malformed_callback_urls_are_refused(server: LiveServer, data
     assert httpx.get(server.url + "/v1/jobs", timeout=10).json()["data"] == []
 
 
+def test_without_a_secret_callbacks_are_unsigned_and_large_results_only_linked(
+        tmp_path: Path, data_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    settings = {**FAST_RETRIES, "webhook_secret": "", "webhook_max_result_kb": 1.0}
+    with LiveServer(tmp_path, **settings) as live, Receiver() as receiver:
+        job = submit(live, data_dir / "fw_jfk.flac", callback_url=receiver.url(), response_format="verbose_json")
+        hit = receiver.wait_for(1)[0]
+        result_url = f"{live.url}/v1/jobs/{job['id']}/result"
+        full = httpx.get(result_url, timeout=10).content
+    assert "x-voxserve-signature" not in {k.lower() for k in hit["headers"]}
+    assert any("job callbacks are sent unsigned" in r.getMessage() for r in caplog.records)
+    body = json.loads(hit["body"])
+    assert body["status"] == "succeeded" and "result" not in body and len(full) > 1024  # 11 s of words: over 1 KB
+    assert body["result_url"] == result_url
+
+
 def test_cancelled_jobs_call_back(server: LiveServer, corpus: Path) -> None:
     with Receiver() as receiver:
         job = submit(server, corpus / "long" / "lj_LJ001-0001-0032_concat.flac", callback_url=receiver.url())
@@ -209,10 +224,12 @@ def test_an_undelivered_callback_is_delivered_after_a_restart(tmp_path: Path, da
     broken = store.create(to_record(TranscriptionRequest()), str(tmp_path / "uploads" / "broken.upload"))
     Path(broken.input_path).write_bytes(b"not audio at all" * 64)
     store.save_callback(broken.id, Callback(url, f"http://127.0.0.1/v1/jobs/{broken.id}/result"))
+    lost = store.create(to_record(TranscriptionRequest()), str(tmp_path / "uploads" / "gone.upload"))
+    store.save_callback(lost.id, Callback(url, ""))
     assert store.get(broken.id).status == JobStatus.QUEUED  # type: ignore[union-attr]
     store.close()
     with Receiver(port=port) as receiver, LiveServer(tmp_path, **FAST_RETRIES) as second:
-        bodies = {b["id"]: b for b in map(verified, receiver.wait_for(2))}
+        bodies = {b["id"]: b for b in map(verified, receiver.wait_for(3))}
         delivered = settled(second, job["id"])["callback"]
         failed = settled(second, broken.id)
     assert bodies[job["id"]]["status"] == "succeeded" and jfk_wer(bodies[job["id"]]["result"]["text"]) <= 0.1
@@ -220,6 +237,7 @@ def test_an_undelivered_callback_is_delivered_after_a_restart(tmp_path: Path, da
     assert delivered["last_status"] == 200
     assert failed["status"] == "failed" and bodies[broken.id]["status"] == "failed"
     assert bodies[broken.id]["error"]["code"] == failed["error"]["code"] and "result" not in bodies[broken.id]
+    assert bodies[lost.id]["status"] == "interrupted" and bodies[lost.id]["error"]["code"] == "interrupted"
 
 
 REBINDING = "hooks.rebind.test"  # not in any DNS: only the patched resolver below knows it

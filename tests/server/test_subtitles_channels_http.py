@@ -59,6 +59,12 @@ def test_a_job_keeps_its_cue_shape(live: LiveServer, corpus: Path) -> None:
     assert within(shaped, 30, 2, 4.0) and any(len(line) > 24 for c in shaped for line in c.content.splitlines())
     vtt = webvtt.from_string(httpx.get(f"{live.url}/v1/jobs/{job}/result?format=vtt", timeout=10).text)
     assert all(len(line) <= 30 for c in vtt.captions for line in c.text.splitlines())
+    # the query reshapes a stored result: one line of 20, the job's 4 s kept
+    one = list(srt.parse(httpx.get(f"{live.url}/v1/jobs/{job}/result?format=srt&max_line_width=20&max_line_count=1",
+                                   timeout=10).text))
+    assert within(one, 20, 1, 4.0) and len(one) > len(shaped)
+    bad = httpx.get(f"{live.url}/v1/jobs/{job}/result?format=srt&max_line_count=99", timeout=10)
+    assert bad.status_code == 422 and bad.json()["error"]["param"] == "max_line_count"
 
 
 @pytest.mark.parametrize("field,value", [

@@ -166,3 +166,16 @@ def test_a_database_from_before_callbacks_gains_the_column(tmp_path: Path) -> No
     store.save_callback("job_old", Callback("https://hooks.example.com/", ""))
     assert store.pending_callbacks()[0].id == "job_old"
     store.close()
+
+
+def test_serve_flags_and_environment_set_the_webhook_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from voxserve.cli import build_parser
+    from voxserve.cli.serve import serve_settings
+
+    args = build_parser().parse_args(["serve", "--webhook-secret", "s", "--allow-webhook-host", "hooks.lan",
+                                      "--allow-webhook-host", "10.0.0.0/8"])
+    server = serve_settings(args).server
+    assert (server.webhook_secret, server.webhook_allow_hosts) == ("s", ("hooks.lan", "10.0.0.0/8"))
+    monkeypatch.setenv("VOXSERVE_SERVER__WEBHOOK_SECRET", "from-env")
+    assert serve_settings(build_parser().parse_args(["serve"])).server.webhook_secret == "from-env"
+    assert serve_settings(build_parser().parse_args(["serve"])).server.webhook_allow_hosts == ()

@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from voxserve.cli.common import add_engine_args, add_ray_args, engine_settings
+from voxserve.config import Settings
 
 
 def add_serve_command(sub: Any) -> None:
@@ -26,6 +27,14 @@ def add_serve_command(sub: Any) -> None:
     p.set_defaults(func=cmd_serve)
 
 
+def serve_settings(args: argparse.Namespace) -> Settings:
+    """The settings ``voxserve serve`` runs with: the engine's, then the server flags given."""
+    server = {"host": args.host, "port": args.port, "data_dir": args.data_dir,
+              "api_keys": tuple(args.api_keys) if args.api_keys else None, "webhook_secret": args.webhook_secret,
+              "webhook_allow_hosts": tuple(args.webhook_allow_hosts) if args.webhook_allow_hosts else None}
+    return engine_settings(args, server=server)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the server until interrupted."""
     import uvicorn
@@ -33,10 +42,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from voxserve.server.app import create_app
     from voxserve.server.thread import uvicorn_config
 
-    server = {"host": args.host, "port": args.port, "data_dir": args.data_dir,
-              "api_keys": tuple(args.api_keys) if args.api_keys else None, "webhook_secret": args.webhook_secret,
-              "webhook_allow_hosts": tuple(args.webhook_allow_hosts) if args.webhook_allow_hosts else None}
-    settings = engine_settings(args, server=server)
+    settings = serve_settings(args)
     logging.getLogger("voxserve").setLevel(logging.INFO)
     app = create_app(settings)
     uvicorn.Server(uvicorn_config(app, settings, settings.server.host, settings.server.port)).run()

@@ -185,19 +185,20 @@ def _whole(form: FormData, name: str) -> int | None:
     return int(raw)
 
 
-def subtitle_fields(form: FormData) -> SubtitleOptions | None:
+def subtitle_fields(form: FormData, base: SubtitleOptions = DEFAULT_SUBTITLES) -> SubtitleOptions | None:
     """voxserve extension: how srt and vtt cues are shaped (``max_line_width``, ``max_line_count``,
-    ``max_cue_duration`` in seconds, ``speaker_labels``); None when the form sets none of them."""
+    ``max_cue_duration`` in seconds, ``speaker_labels``), the fields not given as in ``base``; None when the
+    form sets none of them."""
     names = ("max_line_width", "max_line_count", "max_cue_duration", "speaker_labels")
     if all(_text(form, n) is None for n in names):
         return None
     width, count = _whole(form, "max_line_width"), _whole(form, "max_line_count")
     given: dict[str, Any] = {"max_line_width": width, "max_line_count": count,
-                             "max_cue_duration_s": _float(form, "max_cue_duration", DEFAULT_SUBTITLES.max_cue_duration_s,
-                                                          0.0, inf),
-                             "speaker_labels": _text(form, "speaker_labels") is None or _bool(form, "speaker_labels")}
+                             "max_cue_duration_s": _float(form, "max_cue_duration", base.max_cue_duration_s, 0.0, inf),
+                             "speaker_labels": None if _text(form, "speaker_labels") is None
+                             else _bool(form, "speaker_labels")}
     try:
-        return replace(DEFAULT_SUBTITLES, **{k: v for k, v in given.items() if v is not None})
+        return replace(base, **{k: v for k, v in given.items() if v is not None})
     except InvalidInput as exc:
         raise _invalid(exc.param or "max_line_width", exc.message) from None
 

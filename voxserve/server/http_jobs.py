@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -20,9 +21,10 @@ from voxserve.pipelines.long_asr import ProgressHook
 from voxserve.records import from_record, to_record
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError
-from voxserve.server.forms import TranscriptionForm, TranscriptionRequest, read_form
+from voxserve.server.forms import TranscriptionForm, TranscriptionRequest, read_form, subtitle_fields
 from voxserve.server.http_asr import require_ready, respond, transcribe_source
 from voxserve.server.webhooks import WebhookOptions, check_callback_url
+from voxserve.subtitles import DEFAULT_SUBTITLES
 from voxserve.types import Task, Transcript
 
 router = APIRouter()
@@ -129,7 +131,9 @@ async def cancel_job(request: Request, job_id: str) -> Response:
 
 @router.get("/v1/jobs/{job_id}/result")
 async def job_result(request: Request, job_id: str) -> Response:
-    """The finished job's transcript in any response format (``?format=``, default the job's own)."""
+    """The finished job's transcript in any response format (``?format=``, default the job's own); srt and
+    vtt cues as the job asked, or as the query's ``max_line_width``, ``max_line_count``, ``max_cue_duration``
+    and ``speaker_labels`` say (voxserve extension)."""
     ctx = context(request)
     job = _job_or_404(ctx, request, job_id)
     if job.status != JobStatus.SUCCEEDED or job.result is None:
@@ -137,8 +141,10 @@ async def job_result(request: Request, job_id: str) -> Response:
         raise HttpError(status, f"job {job_id} is {job.status.value}; no result", code=f"job_{job.status.value}")
     asked = from_record(TranscriptionRequest, job.params)
     fmt = request.query_params.get("format") or asked.response_format
+    query = FormData(request.query_params)
+    subtitles = subtitle_fields(query, asked.subtitles or DEFAULT_SUBTITLES) or asked.subtitles
     return respond(from_record(Transcript, job.result), fmt, asked.granularities or ("word", "segment"),
-                   subtitles=asked.subtitles)
+                   subtitles=subtitles)
 
 
 async def run_job(ctx: ServerContext, job: Job, progress: ProgressHook) -> dict[str, Any]:
