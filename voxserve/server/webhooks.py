@@ -83,13 +83,19 @@ async def check_callback_url(raw: str, options: WebhookOptions) -> Target:
     if addresses is None:
         try:
             async with asyncio.timeout(options.timeout_s):
-                found = await asyncio.get_running_loop().getaddrinfo(url.host, url.port, type=socket.SOCK_STREAM)
+                found = await asyncio.get_running_loop().getaddrinfo(_ascii_host(url), url.port,
+                                                                     type=socket.SOCK_STREAM)
         except (OSError, TimeoutError) as exc:
             raise InvalidInput(f"callback_url host {url.host!r} does not resolve ({exc})", param="callback_url",
                                code="callback_host_unresolved") from None
         addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in found))
     check_addresses(url.host, addresses, options.allow_hosts)
     return Target(url, addresses)
+
+
+def _ascii_host(url: httpx.URL) -> str:
+    """The host as DNS and TLS know it (an international name in its xn-- form)."""
+    return url.raw_host.decode("ascii")
 
 
 @dataclass(frozen=True)
@@ -131,7 +137,7 @@ async def post_once(raw_url: str, body: bytes, options: WebhookOptions, verify: 
     except InvalidInput as exc:  # refused now (DNS changed): retrying will not help
         return Attempt(False, retry=exc.code == "callback_host_unresolved", error=exc.message)
     headers = {**signed_headers(body, options.secret), "Host": target.url.netloc.decode("ascii")}
-    extensions = {"sni_hostname": target.url.host} if target.url.scheme == "https" else {}
+    extensions = {"sni_hostname": _ascii_host(target.url)} if target.url.scheme == "https" else {}
     error = "no address"
     async with httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=options.timeout_s,
                                  verify=verify) as client:
