@@ -247,3 +247,26 @@ def test_agent_tab_spoken_turn_and_interrupt(page: Any, artifacts: Path) -> None
     _shot(page, artifacts, "05-agent-voice")
     page.click("#agent-toggle")
     page.wait_for_selector("#agent-toggle[data-active=false]")
+
+
+def test_file_tab_one_speaker_per_channel_and_subtitle_shape(page: Any, tmp_path: Path) -> None:
+    """A stereo call with "One speaker per channel", downloaded as SRT in one line of 24 characters."""
+    import srt
+
+    from tests.calls import write_call
+
+    page.click("#tab-file")
+    call = write_call(tmp_path / "call.wav")
+    page.set_input_files("#file-input", {"name": "call.wav", "mimeType": "audio/wav", "buffer": call.read_bytes()})
+    page.check("#file-channels")
+    page.click("#file-start")
+    page.wait_for_selector("#file-result:not([hidden])", timeout=240_000)
+    legend = page.eval_on_selector_all("#file-legend li", "items => items.map(i => i.dataset.speaker)")
+    assert sorted(legend) == ["channel_0", "channel_1"]
+    page.fill("#sub-width", "24")
+    page.fill("#sub-lines", "1")
+    with page.expect_download() as info:
+        page.click("#file-result .downloads button[data-format=srt]")
+    cues = list(srt.parse(Path(info.value.path()).read_text()))
+    assert cues and all(c.content.startswith(("[channel_0] ", "[channel_1] ")) for c in cues)
+    assert all("\n" not in c.content and len(c.content) <= 24 for c in cues)

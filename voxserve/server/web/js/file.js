@@ -82,7 +82,9 @@ export function setupFile() {
     form.append("response_format", "verbose_json");
     form.append("timestamp_granularities[]", "word");
     form.append("timestamp_granularities[]", "segment");
-    if ($("file-diarize").checked) {
+    if ($("file-channels").checked) {
+      form.append("split_channels", "true"); // the channels are the speakers: no diarization
+    } else if ($("file-diarize").checked) {
       form.append("diarize", "true");
       if ($("file-speakers").value) form.append("num_speakers", $("file-speakers").value);
     }
@@ -290,7 +292,14 @@ export function setupFile() {
       if (format === "rttm") {
         blob = new Blob([rttm(result.diarization?.turns || [], base)], { type: "text/plain" });
       } else {
-        const r = await apiFetch(`v1/jobs/${encodeURIComponent(state.jobId)}/result?format=${SERVER_FORMATS[format]}`);
+        const query = new URLSearchParams({ format: SERVER_FORMATS[format] });
+        if (format === "srt" || format === "vtt") {
+          query.set("max_line_width", $("sub-width").value);
+          query.set("max_line_count", $("sub-lines").value);
+          query.set("max_cue_duration", $("sub-seconds").value);
+          query.set("speaker_labels", String($("sub-labels").checked));
+        }
+        const r = await apiFetch(`v1/jobs/${encodeURIComponent(state.jobId)}/result?${query}`);
         blob = await r.blob();
       }
       saveBlob(blob, `${base}.${format}`);
