@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from voxserve.errors import InvalidInput
 from voxserve.text.lexicon import MAX_ENTRIES, Lexicon
@@ -123,11 +125,36 @@ def test_malformed_ssml_is_refused_with_the_input_param(doc: str, message: str) 
     assert caught.value.param == "input"
 
 
+MARKUP = st.lists(st.one_of(st.characters(), st.sampled_from(
+    ["<", ">", "/", "=", '"', "'", "&", ";", "#", " ", "break", "time", "1s", "say-as", "interpret-as", "date",
+     "characters", "cardinal", "ordinal", "digits", "telephone", "format", "ymd", "prosody", "rate", "volume",
+     "sub", "alias", "p", "s", "<!DOCTYPE", "<!ENTITY", "&amp;", "99999999999", "²", "١٢"])), max_size=120).map("".join)
+
+
+@given(MARKUP)
+@settings(max_examples=400, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+def test_any_markup_gives_pieces_or_a_clear_error(text: str) -> None:
+    try:
+        pieces = parse_ssml(f"<speak>{text}</speak>")
+    except InvalidInput as exc:
+        assert exc.param == "input" and exc.message.startswith("SSML")
+    else:
+        assert pieces and all(isinstance(p, Speech) and p.text or isinstance(p, Pause) for p in pieces)
+
+
+def test_say_as_refuses_huge_dates_and_reads_any_digits() -> None:
+    with pytest.raises(InvalidInput, match="not a year"):
+        parse_ssml(f'<speak><say-as interpret-as="date" format="y">{"9" * 5000}</say-as></speak>')
+    assert say_as("x²", "characters") == "X ²"
+    assert say_as("9" * 5000, "cardinal").startswith("nine nine")
+
+
 def test_detection_of_ssml_and_of_its_start() -> None:
     assert is_ssml("  \n<speak>x</speak>") and is_ssml('<?xml version="1.0"?><speak>x</speak>')
+    assert is_ssml("<!DOCTYPE speak><speak/>") and is_ssml('<?xml version="1.0"?>hello')
     assert not is_ssml("I <3 you") and not is_ssml("<speaker> said hi")
-    assert [ssml_start(t) for t in ("", " <", "<spe", "<speak>", "<speaker", "hello", "<?xml")] == \
-        [None, None, None, True, False, False, None]
+    starts = ("", " <", "<spe", "<speak>", "<speaker", "hello", "<?x", "<?xml ", "<!DOC", "<!DOCTYPE x")
+    assert [ssml_start(t) for t in starts] == [None, None, None, True, False, False, None, True, None, True]
 
 
 def test_lexicon_whole_words_case_insensitive_longest_first() -> None:

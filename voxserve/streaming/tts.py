@@ -39,6 +39,7 @@ from voxserve.types import Priority, SynthesisChunk
 log = logging.getLogger(__name__)
 SampleFormat = Literal["float32", "int16"]
 StreamStatus = Literal["done", "cancelled", "failed"]
+QUIET = 1e-3  # -60 dBFS: a voice's own quiet end of a sentence counts as part of a following SSML break
 _ids = itertools.count(1)
 
 
@@ -261,6 +262,7 @@ class TtsStream:
         self._done = False
         self._sequence = 0
         self._next_sample = 0
+        self._quiet_tail = 0  # samples below QUIET at the end of the audio out so far
         self._planned_samples = 0  # audio of the windows submitted so far
         self._inflight: list[asyncio.Future[Any]] = []
         self._task = asyncio.ensure_future(self._run())
@@ -521,8 +523,10 @@ class TtsStream:
                 self._segment_done(item.segment)
                 continue
             if isinstance(item, _Silence):
-                samples = np.zeros(round(item.seconds * self.stats.sample_rate), np.float32)
-                await self._put_chunk(samples, TextSegment("", item.at, item.at, -1, False))
+                # The pause between the audio before and after is the break's length: the voice's quiet end
+                # of the sentence before counts in it.
+                length = max(0, round(item.seconds * self.stats.sample_rate) - self._quiet_tail)
+                await self._put_chunk(np.zeros(length, np.float32), TextSegment("", item.at, item.at, -1, False))
                 continue
             try:
                 audio = await item.task
@@ -552,6 +556,8 @@ class TtsStream:
             if lateness > 0:
                 stats.underruns += 1
                 stats.max_lateness_s = max(stats.max_lateness_s, lateness)
+        loud = np.flatnonzero(np.abs(samples) >= QUIET)
+        self._quiet_tail = len(samples) - 1 - int(loud[-1]) if len(loud) else self._quiet_tail + len(samples)
         self._sequence += 1
         self._next_sample += chunk.num_samples
         stats.audio_samples = self._next_sample

@@ -44,7 +44,8 @@ RATES = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "default": 1.0, "fast": 1.2
 VOLUMES_DB = {"x-soft": -12.0, "soft": -6.0, "medium": 0.0, "default": 0.0, "loud": 4.0, "x-loud": 8.0}
 _MONTH_NAMES = ("January February March April May June July August September October November "
                 "December").split()
-_SSML_START = re.compile(r"\s*(?:<\?xml[^>]*\?>\s*)?<speak[\s>/]")
+_SSML_START = re.compile(r"\s*(?:<\?xml[\s?]|<!DOCTYPE[\s>]|<speak[\s>/])")
+_STARTS = ("<?xml", "<!DOCTYPE", "<speak")
 
 
 @dataclass(frozen=True)
@@ -73,22 +74,18 @@ SsmlPiece = Speech | Pause
 
 
 def is_ssml(text: str) -> bool:
-    """Whether ``text`` is an SSML document: it starts (after whitespace and an optional XML declaration)
-    with a ``<speak>`` element."""
+    """Whether ``text`` is an SSML document: it starts (after whitespace) with a ``<speak>`` element, or with
+    an XML declaration or a DTD (which make it XML, never text to read aloud)."""
     return _SSML_START.match(text) is not None
 
 
 def ssml_start(text: str) -> bool | None:
     """For text that arrives in pieces: True when it starts an SSML document, False when it cannot, None
-    while too little has come to tell (only whitespace, ``<spe``, an unfinished XML declaration)."""
+    while too little has come to tell (only whitespace, ``<spe``, ``<?x``)."""
     if is_ssml(text):
         return True
     head = text.lstrip()
-    declaration = re.match(r"<\?xml[^>]*\?>\s*", head)
-    if declaration is None and ">" not in head and ("<?xml".startswith(head) or head.startswith("<?xml")):
-        return None
-    rest = head[declaration.end() :] if declaration else head
-    return None if "<speak".startswith(rest) else False
+    return None if any(start.startswith(head) for start in _STARTS) else False
 
 
 def as_document(text: str) -> str:
@@ -285,7 +282,7 @@ def say_as(text: str, interpret_as: str, fmt: str = "") -> str:
 
 def _characters(text: str, _fmt: str) -> str:
     """Letter by letter (a letter as its capital, which voices read by name), digits as words."""
-    return " ".join(digits(c) if c.isdigit() else c.upper() for c in text if c.isalnum())
+    return " ".join(digits(c) if c.isdecimal() else c.upper() for c in text if c.isalnum())
 
 
 def _cardinal(text: str, _fmt: str) -> str:
@@ -312,7 +309,7 @@ def _time(text: str, _fmt: str) -> str:
 
 def _date(text: str, fmt: str) -> str:
     fields = [f for f in re.split(r"[\s/.,-]+", text) if f]
-    order = fmt or ("ymd" if fields and len(fields[0]) == 4 and fields[0].isdigit() else "mdy")
+    order = fmt or ("ymd" if fields and len(fields[0]) == 4 and fields[0].isdecimal() else "mdy")
     if not re.fullmatch(r"[ymd]{1,3}", order) or len(set(order)) != len(order) or len(fields) != len(order):
         raise _invalid(f"say-as date {text!r} does not match the format {order!r}")
     parts = dict(zip(order, fields, strict=True))
@@ -321,19 +318,19 @@ def _date(text: str, fmt: str) -> str:
     if month is not None:
         words.append(_month(month, text))
     if day is not None:
-        if not day.isdigit() or not 1 <= int(day) <= 31:
+        if not (day.isdecimal() and len(day) <= 2 and 1 <= int(day) <= 31):
             raise _invalid(f"say-as date {text!r}: {day!r} is not a day of the month")
         words.append(ordinal_text(day) if month is not None else f"the {ordinal_text(day)}")
     spoken = " ".join(words)
     if yr is not None:
-        if not yr.isdigit():
+        if not (yr.isdecimal() and len(yr) <= 4):
             raise _invalid(f"say-as date {text!r}: {yr!r} is not a year")
         spoken = f"{spoken}, {year(int(yr))}" if day is not None else f"{spoken} {year(int(yr))}".strip()
     return spoken
 
 
 def _month(field: str, text: str) -> str:
-    if field.isdigit() and 1 <= int(field) <= 12:
+    if field.isdecimal() and len(field) <= 2 and 1 <= int(field) <= 12:
         return _MONTH_NAMES[int(field) - 1]
     names = [m for m in _MONTH_NAMES if m.lower().startswith(field.lower()) and len(field) >= 3]
     if not names:
