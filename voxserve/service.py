@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
@@ -33,12 +33,14 @@ from voxserve.engine.batcher import BatchObserver
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import ModelPool, Recognizer
 from voxserve.errors import InvalidInput
+from voxserve.languages import PER_SEGMENT
 from voxserve.pipelines.guard import GuardConfig
 from voxserve.pipelines.long_asr import LongAsrOptions, LongFileTranscriber, ProgressHook, TextHook
 from voxserve.pipelines.vad import VadParams
 from voxserve.streaming.live_asr import LiveOptions, LiveStream, LiveTranscriber
 from voxserve.streaming.tts import SpeakOptions, TtsStream
 from voxserve.streaming.tts_service import DEFAULT_OPTIONS, SynthesisResult, TtsService, build_tts_service
+from voxserve.text.keyterms import parse_keyterms
 from voxserve.types import Diarization, Float32Array, Priority, Task, Transcript
 
 if TYPE_CHECKING:
@@ -118,12 +120,22 @@ class Voxserve:
         word_timestamps: bool = True,
         max_duration_s: float | None = None,
         vad: VadParams | None = None,
+        keyterms: Sequence[str] = (),
+        allowed_languages: Sequence[str] = (),
     ) -> LongAsrOptions:
         """Per-request options for a long file, completed from the process settings (``vad``: this request's
-        speech detection instead of the settings', e.g. OpenAI's ``chunking_strategy``)."""
-        decode = DecodeOptions(language=language, task=task, prompt=prompt, temperature=temperature,
-                               word_timestamps=word_timestamps)
-        return LongAsrOptions.from_settings(self.settings, decode, vad=vad, max_duration_s=max_duration_s)
+        speech detection instead of the settings', e.g. OpenAI's ``chunking_strategy``).
+
+        ``keyterms``: words and names to favour (after the settings' ``asr.keyterms``). ``language``:
+        a code, None to detect the file's language from its first speech, or ``"auto-per-segment"``
+        (:data:`~voxserve.languages.PER_SEGMENT`) to detect it per chunk and record it on every segment;
+        ``allowed_languages`` restricts detection to these codes."""
+        per_segment = language == PER_SEGMENT
+        decode = DecodeOptions(language=None if per_segment else language, task=task, prompt=prompt,
+                               temperature=temperature, word_timestamps=word_timestamps,
+                               allowed_languages=tuple(allowed_languages))
+        return LongAsrOptions.from_settings(self.settings, decode, vad=vad, max_duration_s=max_duration_s,
+                                            keyterms=parse_keyterms(keyterms), language_per_segment=per_segment)
 
     async def atranscribe(
         self,
@@ -156,7 +168,6 @@ class Voxserve:
                 (:mod:`voxserve.pipelines.channels`). A mono file is ``channel_0``, and so is a channel
                 repeating another; samples may be (channels, samples). Not with ``speakers`` or ``on_text``.
 
-
         Raises:
             InvalidInput: bad, empty or too long audio, or bad options.
             ModelUnavailable: an unknown model, or ``speakers`` without the ``[diarize]`` extra.
@@ -185,8 +196,10 @@ class Voxserve:
 
     def live_options(self, **overrides: Any) -> LiveOptions:
         """Options of a live stream, completed from the process settings (``live.*`` and the guard);
-        ``overrides`` set any :class:`LiveOptions` field (``vad``, ``decode``, ``speakers``, ...)."""
-        return replace(LiveOptions.from_settings(self.settings.live, self.settings.guard), **overrides)
+        ``overrides`` set any :class:`LiveOptions` field (``vad``, ``decode``, ``speakers``, ``keyterms``: the
+        settings' ``asr.keyterms`` when not given, ...)."""
+        base = LiveOptions.from_settings(self.settings.live, self.settings.guard)
+        return replace(base, **{"keyterms": parse_keyterms(self.settings.asr.keyterms), **overrides})
 
     def live(self, options: LiveOptions | None = None, *, model: str | None = None,
              stream_id: str | None = None) -> LiveStream:
@@ -213,10 +226,11 @@ class Voxserve:
         return self._tts
 
     async def aspeak(self, text: str, voice: str | None = None, options: SpeakOptions = DEFAULT_OPTIONS) -> SynthesisResult:
-        """Speak a whole text (any length) and return all its audio (float32 at ``.sample_rate``).
+        """Speak a whole text (any length) and return all its audio (float32 at ``.sample_rate``). Text that
+        starts with ``<speak>`` is SSML (:mod:`voxserve.text.ssml`); ``options.pronunciations`` respell words.
 
         Raises:
-            InvalidInput: empty or too long text, unknown voice, bad options.
+            InvalidInput: empty or too long text, malformed SSML, unknown voice, bad options.
             ModelUnavailable: the ``[tts]`` extra is not installed.
         """
         return await self.tts().synthesize(text, voice, options)

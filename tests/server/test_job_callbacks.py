@@ -33,9 +33,12 @@ FAST_RETRIES = {"webhook_secret": SECRET, "webhook_allow_hosts": ("localhost",),
                 "webhook_max_backoff_s": 0.2, "webhook_timeout_s": 5.0, "warmup": False, "job_workers": 1}
 
 
+STALL_S = 2.0
+
+
 class Receiver:
-    """An HTTP server on 127.0.0.1 that answers each POST with the next scripted status (then 200) and keeps what
-    it was sent."""
+    """An HTTP server on 127.0.0.1 that answers each POST with the next scripted status (then 200; 0: 200 after
+    STALL_S) and keeps what it was sent."""
 
     def __init__(self, answers: list[int] | None = None, port: int = 0, tls: ssl.SSLContext | None = None) -> None:
         self.answers = list(answers or [])
@@ -47,12 +50,18 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 owner.hits.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 status = owner.answers.pop(0) if owner.answers else 200
-                self.send_response(status)
-                if 300 <= status < 400:
-                    self.send_header("Location", "/elsewhere")
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
+                if status == 0:
+                    time.sleep(STALL_S)
+                    status = 200
+                try:
+                    self.send_response(status)
+                    if 300 <= status < 400:
+                        self.send_header("Location", "/elsewhere")
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+                except (BrokenPipeError, ConnectionResetError):  # the sender gave up waiting
+                    pass
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -137,6 +146,19 @@ def test_failed_attempts_are_retried_and_recorded(server: LiveServer, data_dir: 
     assert len(hits) == 3 and len({h["body"] for h in hits}) == 1  # the same body each time, signed each time
     assert all(verified(h)["status"] == "succeeded" for h in hits)
     assert server.metric("voxserve_webhook_attempts_total", outcome="retried") == 2
+
+
+def test_a_receiver_that_stalls_times_out_and_is_tried_again(tmp_path: Path, data_dir: Path) -> None:
+    settings = {**FAST_RETRIES, "webhook_timeout_s": 0.5, "webhook_backoff_s": 0.5, "webhook_max_backoff_s": 0.5}
+    with LiveServer(tmp_path, **settings) as live, Receiver([0, 429]) as receiver:
+        job = submit(live, data_dir / "fw_jfk.flac", callback_url=receiver.url())
+        seen, deadline = [], time.monotonic() + 120
+        while time.monotonic() < deadline and (state := httpx.get(f"{live.url}/v1/jobs/{job['id']}", timeout=10).json()["callback"])["status"] == "pending":
+            seen.append((state["attempts"], state["last_status"], state["error"]))
+            time.sleep(0.05)
+    assert state["status"] == "delivered" and state["attempts"] == 3 and len(receiver.hits) == 3
+    assert any(a == 1 and "Timeout" in (e or "") for a, _, e in seen), seen  # httpx's ReadTimeout or asyncio's
+    assert any(a == 2 and status == 429 for a, status, _ in seen), seen
 
 
 def test_client_errors_and_redirects_are_not_retried(server: LiveServer, data_dir: Path) -> None:

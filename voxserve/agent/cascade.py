@@ -275,7 +275,7 @@ class AgentSession:
 
     def _open_live(self) -> LiveStream:
         a = self.agent
-        keyterms = a.knowledge.keyterms() if a.knowledge is not None else ""
+        keyterms = a.knowledge.keyterms() if a.knowledge is not None else ()
         self._offset = self._position
         live = LiveTranscriber(a.asr, a.vad_factory, a.executor).stream(self.options.live_options(keyterms))
         self._keep(self._listen(live))

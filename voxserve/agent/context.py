@@ -280,9 +280,10 @@ class KnowledgeBase:
         log.info("knowledge: %d passages, %d sentences from %s", len(passages), len(sentences), folder)
         return cls(passages, vectors, sentences, str(folder))
 
-    def keyterms(self, max_chars: int = 150) -> str:
+    def keyterms(self, max_chars: int = 150) -> tuple[str, ...]:
         """Words recognition should favour in questions about this knowledge (a speech recogniser's prompt):
-        the words the passages use most (``"wifi"`` is otherwise heard as "wife I"), then the headings."""
+        the words the passages use most (``"wifi"`` is otherwise heard as "wife I"), then the headings, as many
+        as fit in ``max_chars`` written as a comma list."""
         counts: dict[str, int] = {}
         for p in self.passages:
             for word in _WORDS.findall(p.text):
@@ -293,12 +294,12 @@ class KnowledgeBase:
         for p in self.passages:
             if p.short_title not in terms:
                 terms.append(p.short_title)
-        out = ""
+        out: list[str] = []
         for term in terms:
-            if len(out) + len(term) + 2 > max_chars:
+            if sum(len(t) + 2 for t in out) + len(term) > max_chars:
                 break
-            out = f"{out}, {term}" if out else term
-        return f"{out}." if out else ""
+            out.append(term)
+        return tuple(out)
 
     def search(self, queries: Float32Array, params: RetrievalParams) -> list[Hit]:
         """The best passages for embedded queries (row 0: the question alone; others: with context): each

@@ -13,6 +13,7 @@ from voxserve.agent.turn import TurnParams
 from voxserve.pipelines.guard import GuardConfig
 from voxserve.pipelines.vad import VadParams
 from voxserve.streaming.live_asr import LiveOptions
+from voxserve.text.keyterms import parse_keyterms
 from voxserve.types import Priority
 
 
@@ -27,7 +28,8 @@ class AgentOptions:
         prefix_padding_ms: audio kept before detected speech.
         cut_ms: a pause this long ends an utterance, which is then transcribed while the turn may go on.
         language: the user's language (None: detected per utterance).
-        asr_prompt: words recognition should favour (names, jargon); None: the knowledge's key terms.
+        asr_prompt: words recognition should favour (names, jargon), comma-separated; None: the knowledge's
+            key terms.
         partial_interval_ms: partial hypotheses of long utterances for the turn check (0: none).
         voice: the TTS voice (None: the default).
         llm: generation options.
@@ -51,7 +53,7 @@ class AgentOptions:
     first_segment_wait_s: float = 0.05
     guard: GuardConfig = field(default_factory=GuardConfig)
 
-    def live_options(self, keyterms: str = "") -> LiveOptions:
+    def live_options(self, keyterms: tuple[str, ...] = ()) -> LiveOptions:
         """The live stream's options: VAD cuts at ``cut_ms`` pauses, finals at agent priority; ``keyterms``
         (when ``asr_prompt`` is None) lead the recogniser's prompt."""
         base = LiveOptions()
@@ -60,7 +62,7 @@ class AgentOptions:
             vad = VadParams(threshold=self.vad_threshold, min_speech_ms=100, min_silence_ms=self.cut_ms)
         return replace(base, vad=vad, prefix_padding_ms=self.prefix_padding_ms if vad else 0,
                        decode=replace(base.decode, language=self.language),
-                       keyterms=self.asr_prompt if self.asr_prompt is not None else keyterms,
+                       keyterms=parse_keyterms([self.asr_prompt]) if self.asr_prompt is not None else keyterms,
                        partial_interval_ms=self.partial_interval_ms, priority=Priority.AGENT, guard=self.guard)
 
 

@@ -57,6 +57,7 @@ class DecodeOptions:
 
     Attributes:
         language: ISO 639-1 code, or None to detect it from the audio.
+        allowed_languages: when the language is detected, the most likely of these codes (empty = any).
         task: ``transcribe`` or ``translate`` (to English).
         prompt: text that conditions the decoder (previous text, vocabulary hints); trimmed to fit.
         temperature: 0 decodes greedily or with beam search; above 0 samples.
@@ -74,6 +75,7 @@ class DecodeOptions:
     """
 
     language: str | None = None
+    allowed_languages: tuple[str, ...] = ()
     task: Task = "transcribe"
     prompt: str | None = None
     temperature: float = 0.0

@@ -97,6 +97,8 @@ class FakeAsr:
         options.validate()
         if options.language is not None and options.language not in self.info.languages:
             raise InvalidInput(f"unknown language {options.language!r}", param="language")
+        if any(code not in self.info.languages for code in options.allowed_languages):
+            raise InvalidInput("unknown language in allowed_languages", param="allowed_languages")
 
     def detect_language(self, audio: Float32Array) -> list[tuple[str, float]]:
         """Always the configured language."""
@@ -117,6 +119,10 @@ class FakeAsr:
             out.append(self._result(req))
         return out
 
+    def _detected(self, allowed: tuple[str, ...]) -> str:
+        """The configured language, or the first allowed one when it is not allowed."""
+        return self.language if not allowed or self.language in allowed else allowed[0]
+
     def _result(self, req: AsrRequest) -> AsrResult:
         heard = req.audio[: self.info.window_samples]
         text = self.script(heard, req.options)
@@ -129,7 +135,7 @@ class FakeAsr:
             text=text,
             tokens=tuple(range(len(tokens))),
             words=words,
-            language=req.options.language or self.language,
+            language=req.options.language or self._detected(req.options.allowed_languages),
             language_probability=1.0,
             avg_logprob=self.logprob,
             no_speech_prob=self.no_speech_prob,

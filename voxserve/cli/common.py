@@ -1,6 +1,6 @@
 """Flag groups and settings shared by the commands: the engine flags and the settings built from them, the Ray
 flags of ``serve``/``transcribe``, the speaker-count flags of ``diarize``/``transcribe --diarize``, and the audio
-format of an output file's name (``speak``, ``agent``)."""
+format of an output file's name (``speak``, ``agent``), and the vocabulary and language flags of file commands."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from voxserve.config import Settings, load_settings
 from voxserve.errors import InvalidInput
+from voxserve.languages import language_code
 from voxserve.service import Voxserve
+from voxserve.text.keyterms import parse_keyterms
 
 if TYPE_CHECKING:
     from voxserve.pipelines.diarization import DiarizeOptions
@@ -104,3 +106,44 @@ def output_format(output: str | None, fmt: str | None) -> str:
         raise InvalidInput(f"cannot tell the audio format of {output!r}: use one of .wav .mp3 .flac .opus .ogg .pcm "
                            "or pass --format", param="output")
     return _EXTENSIONS[suffix]
+
+
+def add_vocabulary_args(p: argparse.ArgumentParser) -> None:
+    """``--keyterm TERM`` (repeatable), ``--keyterms-file F`` and ``--allowed-languages`` of file commands."""
+    p.add_argument("--keyterm", action="append", default=[], metavar="TERM",
+                   help="a word or name to favour (repeatable; after the settings' asr.keyterms)")
+    p.add_argument("--keyterms-file", metavar="FILE", help="key terms, one per line (# starts a comment)")
+    p.add_argument("--allowed-languages", metavar="CODES",
+                   help="detect only among these languages, e.g. en,de,es (with --language omitted or auto-per-segment)")
+
+
+def keyterms_from_args(args: argparse.Namespace) -> tuple[str, ...]:
+    """The key terms of ``--keyterm`` and ``--keyterms-file`` (the file's first).
+
+    Raises:
+        InvalidInput: the file cannot be read, or a term is malformed.
+    """
+    lines: list[str] = []
+    if args.keyterms_file:
+        try:
+            text = Path(args.keyterms_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidInput(f"cannot read --keyterms-file: {exc}", param="keyterms_file") from None
+        lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
+    return parse_keyterms([line for line in (*lines, *args.keyterm) if line], param="keyterm")
+
+
+def allowed_languages_from_args(args: argparse.Namespace) -> tuple[str, ...]:
+    """The codes of ``--allowed-languages`` (names accepted too).
+
+    Raises:
+        InvalidInput: an unknown language.
+    """
+    codes = []
+    for name in (args.allowed_languages or "").split(","):
+        if name.strip():
+            code = language_code(name)
+            if code is None:
+                raise InvalidInput(f"unknown language {name.strip()!r} in --allowed-languages", param="allowed_languages")
+            codes.append(code)
+    return tuple(dict.fromkeys(codes))

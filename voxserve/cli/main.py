@@ -21,6 +21,8 @@ from voxserve.cli.bench_scale import add_bench_scale
 from voxserve.cli.diarize import add_diarize_command
 from voxserve.cli.eval import add_eval_commands
 from voxserve.cli.eval_diarization import add_eval_diarization
+from voxserve.cli.eval_keyterms import add_eval_keyterms
+from voxserve.cli.eval_languages import add_eval_languages
 from voxserve.cli.plan import add_plan_command
 from voxserve.cli.serve import add_serve_command
 from voxserve.cli.speak import add_speak_command
@@ -36,7 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     add_transcribe_command(sub)
     add_serve_command(sub)
-    add_eval_diarization(add_eval_commands(sub))
+    evals = add_eval_commands(sub)
+    add_eval_diarization(evals)
+    add_eval_keyterms(evals)
+    add_eval_languages(evals)
     bench = add_bench_commands(sub)
     add_bench_diarize(bench)
     add_bench_scale(bench)

@@ -10,7 +10,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from voxserve.cli.common import add_engine_args, add_ray_args, add_speaker_args, engine_settings, speaker_counts
+from voxserve.cli.common import (
+    add_engine_args,
+    add_ray_args,
+    add_speaker_args,
+    add_vocabulary_args,
+    allowed_languages_from_args,
+    engine_settings,
+    keyterms_from_args,
+    speaker_counts,
+)
 from voxserve.cli.files import Progress, run_files
 from voxserve.cli.subtitle_args import add_subtitle_args, subtitle_options
 from voxserve.formats import DIARIZED_FORMATS, FORMATS, extension, render
@@ -22,12 +31,14 @@ def add_transcribe_command(sub: Any) -> None:
     """Register ``voxserve transcribe``."""
     p = sub.add_parser("transcribe", help="transcribe audio or video files of any length")
     p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--language", help="ISO 639-1 code; detected from the first speech when omitted")
+    p.add_argument("--language", help="ISO 639-1 code; detected from the first speech when omitted; "
+                   "auto-per-segment: detected per segment (multilingual audio)")
     p.add_argument("--task", choices=("transcribe", "translate"), default="transcribe")
     p.add_argument("--format", choices=FORMATS, default="txt")
     p.add_argument("--output-dir", help="write <name>.<ext> files here (default: stdout for one input)")
     p.add_argument("--prompt", help="text that conditions the decoder (names, vocabulary)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    add_vocabulary_args(p)
     add_ray_args(p)
     p.add_argument("--diarize", action="store_true", help="label speakers (implied by --format diarized_json or rttm)")
     add_speaker_args(p)
@@ -49,7 +60,8 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         wanted = args.diarize or args.format in DIARIZED_FORMATS
         speakers = speaker_counts(vox, args) if wanted and not args.split_channels else None  # channels or diarization
         options = vox.long_options(
-            language=args.language, task=args.task, prompt=args.prompt,
+            language=args.language, task=args.task, prompt=args.prompt, keyterms=keyterms_from_args(args),
+            allowed_languages=allowed_languages_from_args(args),
             word_timestamps=speakers is not None or args.format not in ("txt", "text", "json"),
         )
 

@@ -35,6 +35,7 @@ from voxserve.pipelines.chunking import ChunkParams, ChunkPlan, StreamingPlanner
 from voxserve.pipelines.guard import GuardConfig, LoopEvidence, Verdict, assess, token_cap, without_repeats
 from voxserve.pipelines.stitching import ChunkText, stitch, transcript_text
 from voxserve.pipelines.vad import VadParams
+from voxserve.text.keyterms import copies_glossary, glossary_prompt, parse_keyterms
 from voxserve.types import SAMPLE_RATE, ChunkReport, Priority, Transcript, TranscriptStats
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,11 @@ _QUEUE_CHUNKS = 32
 _STREAM_LEAD = 2  # chunks sent alone first when text is streamed (one per worker on 2 cores)
 _BLOCK_SAMPLES = 30 * SAMPLE_RATE
 _MIN_RECHUNK_SAMPLES = 2 * SAMPLE_RATE
+PER_SEGMENT_JOIN_GAP_S = 0.5
+"""With a language per segment, speech more than this far apart (a pause of about 0.9 s once the VAD's
+padding is counted) starts a new chunk. Measured on five check-half clips in four languages joined by 1.5 s
+pauses: the default 5 s gap packed all of them into one chunk, decoded in one language (3 of 10 segments in
+the right one, 95 % WER); at 0.5 s, 7 chunks, every segment in its language, 15 % WER (docs/benchmarks.md)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,15 @@ class LongAsrOptions:
 
     ``fit_below_s``: chunks shorter than this are encoded in a fitted window (see
     :class:`~voxserve.backends.base.DecodeOptions`) instead of a padded 30 s one.
+
+    ``keyterms``: words and names to favour; they lead the decoder prompt as a glossary
+    (:func:`~voxserve.text.keyterms.glossary_prompt`), and a chunk whose text only copies the glossary is
+    decoded again without it.
+
+    ``language_per_segment``: every chunk keeps the language it detected (among
+    ``decode.allowed_languages`` when given) and its segments carry it; chunks are not packed across pauses
+    longer than :data:`PER_SEGMENT_JOIN_GAP_S` so that one chunk rarely holds two languages. Off: the file
+    is in its first speech's language.
     """
 
     decode: DecodeOptions = DecodeOptions()
@@ -66,17 +81,26 @@ class LongAsrOptions:
     loop_repetition_penalty: float = 1.3
     max_duration_s: float | None = None
     fit_below_s: float = 20.0
+    keyterms: tuple[str, ...] = ()
+    language_per_segment: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings, decode: DecodeOptions, *, vad: VadParams | None = None,
-                      max_duration_s: float | None = None) -> LongAsrOptions:
-        """One request's options: its ``decode`` choices (the beam width comes from ``asr.beam_size``) and
-        ``vad`` (None = the settings' speech detection), the rest from the guard, chunking and ASR settings.
+                      max_duration_s: float | None = None, keyterms: tuple[str, ...] = (),
+                      language_per_segment: bool = False) -> LongAsrOptions:
+        """One request's options: its ``decode`` choices (the beam width comes from ``asr.beam_size``),
+        ``vad`` (None = the settings' speech detection), its ``keyterms`` (after the settings' ``asr.keyterms``)
+        and language mode, the rest from the guard, chunking and ASR settings.
         ``tests/unit/test_settings_defaults.py`` checks that the defaults of both agree."""
         g, c = settings.guard, settings.chunking
+        chunking = ChunkParams.from_settings(c, vad)
+        if language_per_segment:
+            chunking = replace(chunking, max_join_gap_s=min(chunking.max_join_gap_s, PER_SEGMENT_JOIN_GAP_S))
         return cls(
             decode=replace(decode, beam_size=settings.asr.beam_size),
-            chunking=ChunkParams.from_settings(c, vad),
+            keyterms=parse_keyterms((*settings.asr.keyterms, *keyterms)),
+            language_per_segment=language_per_segment,
+            chunking=chunking,
             guard=GuardConfig.from_settings(g),
             temperatures=g.temperatures,
             rechunk=g.rechunk,
@@ -289,7 +313,7 @@ class LongFileTranscriber:
         free), so nothing waits for the first chunk; on single-language audio nothing is redone. The first
         speech is the first chunk that produced text (a first chunk of music or noise says little).
         """
-        if options.decode.language is not None or not outcomes:
+        if options.decode.language is not None or options.language_per_segment or not outcomes:
             return outcomes
         first = next((o for o in outcomes if any(t.text for t in o.texts)), outcomes[0])
         language = first.language
@@ -317,10 +341,14 @@ class LongFileTranscriber:
         attempts: list[tuple[AsrResult, Verdict]] = []
         joined = len(plan.pieces) > 1 and options.guard.enabled  # speech from several places: check each is heard
         unheard = False
+        with_glossary = bool(options.keyterms)
         for opts in _attempt_options(len(audio), decode, options):
             if joined:
                 opts = replace(opts, word_timestamps=True)
-            result = await self.asr.transcribe(AsrRequest(audio, opts), self.priority)
+            result = await self._decode(audio, opts, options.keyterms if with_glossary else ())
+            if with_glossary and copies_glossary(result.text, options.keyterms):
+                with_glossary = False  # the glossary was said, not heard: this and later attempts go without it
+                result = await self._decode(audio, opts, ())
             evidence = LoopEvidence(
                 hit_cap=opts.max_new_tokens is not None and len(result.tokens) >= opts.max_new_tokens,
                 word_times=tuple((w.start / SAMPLE_RATE, w.end / SAMPLE_RATE) for w in result.words),
@@ -348,6 +376,12 @@ class LongFileTranscriber:
                     return self._merge(plan, attempts, list(subs))
                 tried = sum(s.report.attempts for s in subs)
         return self._accept(plan, attempts, rechunked=tried > 0, failed=True, extra_attempts=tried)
+
+    async def _decode(self, audio: np.ndarray, opts: DecodeOptions, keyterms: tuple[str, ...]) -> AsrResult:
+        """One decode, with the key terms' glossary ahead of the prompt when there are any."""
+        if keyterms:
+            opts = replace(opts, prompt=glossary_prompt(keyterms, opts.prompt))
+        return await self.asr.transcribe(AsrRequest(audio, opts), self.priority)
 
     @staticmethod
     def _accept(
@@ -377,6 +411,7 @@ class LongFileTranscriber:
             avg_logprob=result.avg_logprob,
             compression_ratio=verdict.compression_ratio,
             no_speech_prob=result.no_speech_prob,
+            language=result.language,
         )
         return _Outcome([text], report, result.language, result.language_probability)
 
@@ -395,9 +430,13 @@ class LongFileTranscriber:
 
     def _assemble(self, outcomes: list[_Outcome], n_samples: int, options: LongAsrOptions, wall_s: float) -> Transcript:
         outcomes.sort(key=lambda o: o.report.index)
-        language = options.decode.language or (outcomes[0].language if outcomes else "") or "en"
+        if options.language_per_segment and not options.decode.language:
+            language = _main_language(outcomes)
+        else:
+            language = options.decode.language or (outcomes[0].language if outcomes else "") or "en"
         text_language = "en" if options.decode.task == "translate" else language
-        segments = stitch([t for o in outcomes for t in o.texts], text_language)
+        per_segment = options.language_per_segment and options.decode.task == "transcribe"
+        segments = stitch([t for o in outcomes for t in o.texts], text_language, segment_languages=per_segment)
         reports = tuple(o.report for o in outcomes)
         stats = TranscriptStats(
             wall_s=wall_s,
@@ -417,6 +456,18 @@ class LongFileTranscriber:
             task=options.decode.task,
             stats=stats,
         )
+
+
+def _main_language(outcomes: list[_Outcome]) -> str:
+    """The language of most of the transcribed speech (by samples of chunks that gave text)."""
+    spoken: dict[str, int] = {}
+    for o in outcomes:
+        for t in o.texts:
+            if t.text and t.language:
+                spoken[t.language] = spoken.get(t.language, 0) + t.plan.length
+    if not spoken:
+        return (outcomes[0].language if outcomes else "") or "en"
+    return max(spoken, key=lambda code: spoken[code])
 
 
 def _attempt_options(n_samples: int, decode: DecodeOptions, options: LongAsrOptions) -> list[DecodeOptions]:

@@ -8,7 +8,7 @@ start at or after their chunk's start and end at or before its end; segments are
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from voxserve.backends.base import TimedWord
 from voxserve.languages import NO_SPACE_LANGUAGES
@@ -30,6 +30,7 @@ class ChunkText:
     avg_logprob: float = 0.0
     compression_ratio: float = 0.0
     no_speech_prob: float = 0.0
+    language: str = ""
 
 
 @dataclass(frozen=True)
@@ -124,12 +125,17 @@ def _segment(group: list[Word], local: dict[int, TimedWord], language: str, stat
     return Segment(0, group[0].start, group[-1].end, text, tuple(group), tokens, *stats)
 
 
-def stitch(chunks: Sequence[ChunkText], language: str, rules: SegmentRules = SegmentRules()) -> tuple[Segment, ...]:
-    """All chunks' segments on file time, in order, numbered from 0."""
+def stitch(chunks: Sequence[ChunkText], language: str, rules: SegmentRules = SegmentRules(), *,
+           segment_languages: bool = False) -> tuple[Segment, ...]:
+    """All chunks' segments on file time, in order, numbered from 0. With ``segment_languages`` each segment
+    is in its chunk's language (``ChunkText.language``; ``language`` when empty) and records it."""
     out: list[Segment] = []
     floor = 0
     for chunk in sorted(chunks, key=lambda c: c.plan.file_start):
-        for seg in chunk_segments(chunk, floor, language, rules):
+        spoken = (chunk.language or language) if segment_languages else None
+        for seg in chunk_segments(chunk, floor, spoken or language, rules):
+            if spoken is not None:
+                seg = replace(seg, language=spoken)
             out.append(Segment(**{**seg.__dict__, "id": len(out)}))
             floor = seg.end
     return tuple(out)

@@ -11,12 +11,13 @@ from starlette.datastructures import FormData, UploadFile
 from starlette.requests import Request
 
 from voxserve.errors import InvalidInput
-from voxserve.languages import language_code
+from voxserve.languages import PER_SEGMENT, language_code
 from voxserve.pipelines.vad import VadParams
 from voxserve.server.context import context
 from voxserve.server.errors import HttpError
 from voxserve.server.model_names import asr_model
 from voxserve.subtitles import DEFAULT_SUBTITLES, SubtitleOptions
+from voxserve.text.keyterms import parse_keyterms
 from voxserve.types import Task
 
 RESPONSE_FORMATS = ("json", "text", "srt", "verbose_json", "vtt", "diarized_json")
@@ -42,6 +43,8 @@ class TranscriptionRequest:
     logprobs: bool = False
     subtitles: SubtitleOptions | None = None
     split_channels: bool = False
+    keyterms: tuple[str, ...] = ()
+    allowed_languages: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,13 @@ async def read_form(request: Request, task: Task, formats: tuple[str, ...] = RES
     if response_format not in formats:
         raise _invalid("response_format", f"response_format must be one of {', '.join(formats)}")
     language = _language(_text(form, "language")) if task == "transcribe" else None
+    if _bool(form, "multilingual"):
+        if language not in (None, PER_SEGMENT):
+            raise _invalid("multilingual", "multilingual=true detects the language per segment; omit 'language'")
+        language = PER_SEGMENT
+    allowed = _allowed_languages(form)
+    if allowed and language not in (None, PER_SEGMENT):
+        raise _invalid("allowed_languages", "allowed_languages restricts a detected language; omit 'language'")
     ctx = context(request)
     model = asr_model(ctx.settings, model_name)
     ctx.check_model(model)  # a registered name, never a path on the server
@@ -173,6 +183,8 @@ async def read_form(request: Request, task: Task, formats: tuple[str, ...] = RES
         logprobs=_logprobs_included(form),
         subtitles=subtitle_fields(form),
         split_channels=_bool(form, "split_channels"),
+        keyterms=_keyterms(form),
+        allowed_languages=allowed,
     ))
 
 
@@ -203,6 +215,35 @@ def subtitle_fields(form: FormData, base: SubtitleOptions = DEFAULT_SUBTITLES) -
         raise _invalid(exc.param or "max_line_width", exc.message) from None
 
 
+def _values(form: FormData, name: str) -> list[str]:
+    """A repeatable text field's values (``name`` and ``name[]``)."""
+    values = [v for key in (name, f"{name}[]") for v in form.getlist(key)]
+    if not all(isinstance(v, str) for v in values):
+        raise _invalid(name, f"'{name}' must be a text field, not a file")
+    return [str(v) for v in values]
+
+
+def _keyterms(form: FormData) -> tuple[str, ...]:
+    """voxserve extension ``keyterms``: repeated fields, a JSON list or a comma-separated list (or a mix)."""
+    try:
+        return parse_keyterms(_values(form, "keyterms"))
+    except InvalidInput as exc:
+        raise _invalid("keyterms", exc.message) from None
+
+
+def _allowed_languages(form: FormData) -> tuple[str, ...]:
+    """voxserve extension ``allowed_languages``: codes or names, repeated fields or a comma-separated list."""
+    names = [n.strip() for v in _values(form, "allowed_languages") for n in v.split(",") if n.strip()]
+    codes = []
+    for name in names:
+        code = language_code(name)
+        if code is None:
+            raise HttpError(400, f"unsupported language {name!r}", code="unsupported_language",
+                            param="allowed_languages")
+        codes.append(code)
+    return tuple(dict.fromkeys(codes))
+
+
 def chunking_strategy(raw: str | None) -> VadParams | None:
     """OpenAI's ``chunking_strategy``: ``"auto"`` (the server's VAD settings) or a JSON object
     ``{"type": "server_vad", "threshold", "prefix_padding_ms", "silence_duration_ms"}``, honoured as this
@@ -229,6 +270,8 @@ def chunking_strategy(raw: str | None) -> VadParams | None:
 def _language(value: str | None) -> str | None:
     if value is None:
         return None
+    if value.strip().lower() == PER_SEGMENT:
+        return PER_SEGMENT
     code = language_code(value)
     if code is None:
         raise HttpError(400, f"unsupported language {value!r}", code="unsupported_language", param="language")

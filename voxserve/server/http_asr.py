@@ -65,6 +65,8 @@ def options_for(ctx: ServerContext, req: TranscriptionRequest, max_audio_s: floa
         word_timestamps=req.logprobs or req.speakers is not None or req.response_format in ("srt", "vtt", "verbose_json"),
         max_duration_s=max_audio_s,
         vad=req.vad,
+        keyterms=req.keyterms,
+        allowed_languages=req.allowed_languages,
     )
 
 

@@ -67,6 +67,7 @@ class SessionConfig:
     model: str = "whisper-1"
     language: str | None = None
     prompt: str | None = None
+    keyterms: tuple[str, ...] = ()  # voxserve extension, added to the server's asr.keyterms
     turn_detection: TurnDetection | None = field(default_factory=TurnDetection)
     partial_events: bool = False
     partial_interval_ms: int = 600
@@ -78,7 +79,9 @@ class SessionConfig:
     def public(self, session_id: str) -> dict[str, Any]:
         """The session object as the server reports it, in the client's shape."""
         td = None if self.turn_detection is None else {"type": "server_vad", **self.turn_detection.__dict__}
-        transcription = {"model": self.model, "language": self.language, "prompt": self.prompt or ""}
+        transcription: dict[str, Any] = {"model": self.model, "language": self.language, "prompt": self.prompt or ""}
+        if self.keyterms:
+            transcription["keyterms"] = list(self.keyterms)
         include = [LOGPROBS] if self.logprobs else []
         noise = None if self.noise_reduction is None else {"type": self.noise_reduction}
         ext = {"partial_events": self.partial_events, "partial_interval_ms": self.partial_interval_ms,
@@ -133,6 +136,7 @@ def apply_update(config: SessionConfig, event: dict[str, Any]) -> SessionConfig:
         model=keep(t.model, config.model),
         language=keep(t.language, config.language),
         prompt=keep(t.prompt, config.prompt),
+        keyterms=keep(t.keyterms, config.keyterms),
         turn_detection=_turn_detection(asked.turn_detection, config.turn_detection),
         noise_reduction=keep(asked.noise_reduction, config.noise_reduction),
         logprobs=keep(asked.logprobs, config.logprobs),

@@ -22,6 +22,7 @@ from typing import Any, Final, Literal, TypeAlias, TypeVar
 
 from voxserve.errors import InvalidInput
 from voxserve.languages import language_code
+from voxserve.text.keyterms import parse_keyterms
 
 Shape = Literal["ga", "beta"]
 SessionKind = Literal["transcription", "realtime"]
@@ -121,6 +122,7 @@ class TranscriptionRequest:
     model: Maybe[str] = ABSENT
     language: Maybe[str | None] = ABSENT
     prompt: Maybe[str | None] = ABSENT
+    keyterms: Maybe[tuple[str, ...]] = ABSENT
 
 
 @dataclass(frozen=True)
@@ -275,7 +277,8 @@ def _transcription(parent: dict[str, Any], key: str, where: str) -> Transcriptio
         return TranscriptionRequest()
     if not isinstance(t, dict):
         raise ProtocolError("transcription settings must be an object", code="invalid_transcription", param=here)
-    return TranscriptionRequest(model=_model(t, here), language=_language(t, here), prompt=_prompt(t, here))
+    return TranscriptionRequest(model=_model(t, here), language=_language(t, here), prompt=_prompt(t, here),
+                                keyterms=_keyterms(t, here))
 
 
 def _model(t: dict[str, Any], where: str) -> Maybe[str]:
@@ -308,6 +311,21 @@ def _prompt(t: dict[str, Any], where: str) -> Maybe[str | None]:
     if value is not None and not isinstance(value, str):
         raise ProtocolError("prompt must be a string", code="invalid_prompt", param=f"{where}.prompt")
     return value or None
+
+
+def _keyterms(t: dict[str, Any], where: str) -> Maybe[tuple[str, ...]]:
+    """voxserve extension: words and names to favour, a list of strings (null: none)."""
+    if "keyterms" not in t:
+        return ABSENT
+    value = t["keyterms"]
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ProtocolError("keyterms must be a list of strings", code="invalid_value", param=f"{where}.keyterms")
+    try:
+        return parse_keyterms(value)
+    except InvalidInput as exc:
+        raise ProtocolError(exc.message, code="invalid_value", param=f"{where}.keyterms") from None
 
 
 def _turn(parent: dict[str, Any], key: str, where: str) -> Maybe[TurnRequest | None]:

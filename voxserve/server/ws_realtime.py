@@ -37,6 +37,7 @@ from voxserve.server.realtime_protocol import (
 from voxserve.server.ws_session import RealtimeSession, run_counted
 from voxserve.streaming.live_asr import LiveStream
 from voxserve.streaming.live_events import LiveEvent, Partial, TranscriptCompleted, TranscriptDelta
+from voxserve.text.keyterms import parse_keyterms
 from voxserve.types import SAMPLE_RATE
 
 log = logging.getLogger(__name__)
@@ -206,6 +207,7 @@ class TranscriptionSession(RealtimeSession):
             vad=vad,
             prefix_padding_ms=c.turn_detection.prefix_padding_ms if c.turn_detection else 0,
             decode=replace(base.decode, language=c.language, prompt=c.prompt),
+            keyterms=parse_keyterms((*base.keyterms, *c.keyterms)),
             partial_interval_ms=c.partial_interval_ms,
             speakers=c.speakers,
             logprobs=c.logprobs,

@@ -53,6 +53,7 @@ from voxserve.streaming.live_events import (
     TranscriptFailed,
 )
 from voxserve.streaming.live_speakers import OnlineSpeakers
+from voxserve.text.keyterms import copies_glossary, glossary_prompt
 from voxserve.types import SAMPLE_RATE, Priority, TokenLogprob
 
 log = logging.getLogger(__name__)
@@ -78,8 +79,9 @@ class LiveOptions:
         prompt_gap_s: the previous utterance's text conditions the next one only when the pause between
             them is shorter than this (a sentence the VAD cut in two); after a longer pause a new utterance
             is decoded on its own audio (and the key terms), so nothing of one utterance leaks into the next.
-        keyterms: words recognition should favour (names, jargon), always at the start of the prompt, before
-            the previous text (which fills the rest of ``max_prompt_chars``).
+        keyterms: words recognition should favour (names, jargon): a glossary always at the start of the
+            prompt (:func:`~voxserve.text.keyterms.glossary_prompt`), before the previous text (which fills the
+            rest of ``max_prompt_chars``); a result that only says the glossary is decoded again without it.
         max_pending_s: audio accepted but not yet processed (scored by the VAD, or cut into utterances still
             waiting for their final transcript) before the client is told to slow down.
         retry_windows: what a final transcript that fails the guard is decoded again with: fitted windows
@@ -100,7 +102,7 @@ class LiveOptions:
     max_utterance_s: float = 28.0
     max_prompt_chars: int = 224
     prompt_gap_s: float = 2.0
-    keyterms: str = ""
+    keyterms: tuple[str, ...] = ()
     max_pending_s: float = 30.0
     retry_windows: tuple[tuple[str, float], ...] = (("fit", 10.0), ("full", 30.0))
     guard: GuardConfig = field(default_factory=GuardConfig)
@@ -390,15 +392,16 @@ class LiveStream:
             recent = ""
         return f"{self._prompt} {recent}".strip()
 
-    def _request(self, audio: np.ndarray, context: str, window: tuple[str, float] | None = None) -> AsrRequest:
+    def _request(self, audio: np.ndarray, context: str, window: tuple[str, float] | None = None,
+                 keyterms: tuple[str, ...] | None = None) -> AsrRequest:
+        """A decode of ``audio`` after ``context`` with the stream's key terms (or ``keyterms``) as a glossary."""
         options = self.options.decode
         if window is not None:
             options = replace(options, window=window[0], fit_step_s=window[1])
         if options.language is None and self._language and len(audio) < _DETECT_MIN_S * SAMPLE_RATE:
             options = replace(options, language=self._language)  # too short to tell a language by
-        keep = self.options.max_prompt_chars - len(self.options.keyterms)
-        recent = context[-keep:] if context and keep > 0 else ""
-        prompt = f"{self.options.keyterms} {recent}".strip() or None
+        terms = self.options.keyterms if keyterms is None else keyterms
+        prompt = glossary_prompt(terms, context, self.options.max_prompt_chars)
         return AsrRequest(audio, replace(options, prompt=prompt, max_new_tokens=token_cap(len(audio))))
 
     def _maybe_partial(self, u: _Utterance | None) -> None:
@@ -418,7 +421,8 @@ class LiveStream:
             result = await self._asr.transcribe(self._request(audio, self._context(u.start)), Priority.PARTIAL)
         except Exception:  # noqa: BLE001 - a preview is best effort; the final reports failures
             return
-        if u is not self._utterance or not result.text or is_repetitive(result.text.split(), self.options.guard):
+        if (u is not self._utterance or not result.text or is_repetitive(result.text.split(), self.options.guard)
+                or copies_glossary(result.text, self.options.keyterms)):
             return
         stable = _agreed_prefix(u.last_partial, result.text)
         u.last_partial = result.text
@@ -462,9 +466,10 @@ class LiveStream:
         embedding = await embed(audio)
         return self._speakers.assign(embedding, reliable=len(audio) >= self.options.speaker_min_s * SAMPLE_RATE)
 
-    async def _decode(self, audio: np.ndarray, context: str, window: tuple[str, float] | None) -> tuple[AsrResult, Verdict]:
-        """One final decode of an utterance and the guard's verdict on it."""
-        request = self._request(audio, context, window)
+    async def _decode(self, audio: np.ndarray, context: str, window: tuple[str, float] | None,
+                      keyterms: tuple[str, ...]) -> tuple[AsrResult, Verdict]:
+        """One final decode of an utterance (``keyterms`` as its glossary) and the guard's verdict on it."""
+        request = self._request(audio, context, window, keyterms)
         if self.options.logprobs:  # token probabilities come from the aligner
             request = AsrRequest(request.audio, replace(request.options, word_timestamps=True))
         result = await self._asr.transcribe(request, self.options.priority)
@@ -483,22 +488,27 @@ class LiveStream:
 
         With previous text as the prompt, Whisper sometimes copies the prompt instead of hearing the audio
         ("8. The press yard" -> "8. The narrative ..."): a result that repeats the prompt is decoded again
-        without it, and so is one that fails the guard. A passing result that says a phrase twice in a row
+        without it, and so is one that fails the guard; one that says the key terms' glossary is decoded again
+        without the glossary (which then stays off for this utterance). A passing result that says a phrase twice in a row
         gets a second opinion in the next, longer window: a short utterance in a fitted window padded with
         silence came back "And so my fellow Americans. And so my fellow Americans."; a person who really said
         it twice is heard saying it twice in both windows, and then the first result stands."""
         best: tuple[AsrResult, Verdict] | None = None
         contexts = (context, "") if context else ("",)
         windows = (None, *self.options.retry_windows)
+        keyterms = self.options.keyterms
         for w, window in enumerate(windows):
             for ctx in contexts:
-                result, verdict = await self._decode(audio, ctx, window)
+                result, verdict = await self._decode(audio, ctx, window, keyterms)
+                if keyterms and copies_glossary(result.text, keyterms):
+                    keyterms = ()
+                    result, verdict = await self._decode(audio, ctx, window, keyterms)
                 if verdict.silence:
                     return "", False, ()
                 copied = bool(ctx) and copies_prompt(result.text, ctx)
                 if verdict.passed and not copied:
                     if w + 1 < len(windows) and is_repetitive(result.text.split(), self.options.guard):
-                        second, second_verdict = await self._decode(audio, ctx, windows[w + 1])
+                        second, second_verdict = await self._decode(audio, ctx, windows[w + 1], keyterms)
                         if second_verdict.passed and not is_repetitive(second.text.split(), self.options.guard):
                             result = second
                     return result.text, True, _logprobs(result)

@@ -239,7 +239,8 @@ class CTranslate2Whisper:
         if all(r.options.language for r in group):
             return [(str(r.options.language), 1.0) for r in group]
         detected = self._detect(encoded)
-        return [(r.options.language, 1.0) if r.options.language else d[0] for r, d in zip(group, detected)]
+        return [(r.options.language, 1.0) if r.options.language else _best_allowed(d, r.options.allowed_languages)
+                for r, d in zip(group, detected)]
 
     def _sot(self, task: str, language: str) -> list[int]:
         seq = [self._special["startoftranscript"]]
@@ -324,6 +325,18 @@ class CTranslate2Whisper:
 
 FIT_PAD_S = 1.0
 """A fitted window is at least this much longer than its audio (Whisper needs some trailing context)."""
+
+
+def _best_allowed(ranking: list[tuple[str, float]], allowed: tuple[str, ...]) -> tuple[str, float]:
+    """The most likely language of a detection ranking (best first) that is ``allowed`` (empty = any), with
+    its probability renormalised over the allowed ones."""
+    if not allowed:
+        return ranking[0]
+    kept = [(code, p) for code, p in ranking if code in allowed]
+    if not kept:
+        return allowed[0], 0.0
+    total = sum(p for _, p in kept)
+    return kept[0][0], kept[0][1] / total if total > 0 else 0.0
 
 
 def _window_frames(n_samples: int, window: str, step_s: float) -> int:

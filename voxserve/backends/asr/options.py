@@ -19,3 +19,6 @@ def check_decode_options(info: AsrModelInfo, options: DecodeOptions) -> None:
             raise Unsupported(f"{info.name} is English-only", param="language")
     elif options.language is not None and options.language not in info.languages:
         raise InvalidInput(f"unknown language code {options.language!r}", param="language")
+    unknown = [code for code in options.allowed_languages if code not in info.languages]
+    if unknown:
+        raise InvalidInput(f"unknown language code {unknown[0]!r} in allowed_languages", param="allowed_languages")
