@@ -27,6 +27,8 @@ LONG_PAUSE_S = 1.5
 SENTENCE_PAUSE_S = 0.4
 """A sentence end followed by a silence this long ends a cue."""
 _SENTENCE_ENDS = (".", "?", "!", "…", "。", "？", "！")
+_ORPHAN_PENALTY = 0.6
+_FULL_PAUSE_S = 0.8  # a pause this long weighs almost as much as a sentence end
 _CLAUSE_ENDS = (",", ";", ":", "—", "–", "、", "，", "；", "：")
 _LIMITS = {"max_line_width": (8, 200), "max_line_count": (1, 10)}
 _DURATION_LIMITS = (0.5, 60.0)
@@ -137,7 +139,7 @@ def _run_cues(words: list[Word], options: SubtitleOptions, sep: str) -> list[Cue
     current: list[Word] = []
     for i, w in enumerate(words):
         if current and not _fits([*current, w], limit, options, reserve, sep):
-            cut = _best_break(current, options)
+            cut = _best_break(current, _phrase_chars(words, i), options)
             cues.append(_cue(current[:cut], options, reserve, sep))
             current = current[cut:]
             if current and not _fits([*current, w], limit, options, reserve, sep):
@@ -153,6 +155,17 @@ def _run_cues(words: list[Word], options: SubtitleOptions, sep: str) -> list[Cue
     return cues
 
 
+def _phrase_chars(words: Sequence[Word], i: int) -> int:
+    """Characters from word ``i`` to the next place a cue must end (a long pause, a sentence end with a pause,
+    the run's end): what follows a break before word ``i`` at least."""
+    total = 0
+    for j in range(i, len(words)):
+        total += len(words[j].text.strip()) + 1
+        if j + 1 < len(words) and _must_end(words[j], words[j + 1]):
+            break
+    return total
+
+
 def _must_end(w: Word, nxt: Word) -> bool:
     gap = (nxt.start - w.end) / SAMPLE_RATE
     return gap >= LONG_PAUSE_S or (gap >= SENTENCE_PAUSE_S and w.text.strip().endswith(_SENTENCE_ENDS))
@@ -165,19 +178,22 @@ def _fits(words: Sequence[Word], limit: int, options: SubtitleOptions, reserve: 
         is not None
 
 
-def _best_break(words: Sequence[Word], options: SubtitleOptions) -> int:
+def _best_break(words: Sequence[Word], ahead: int, options: SubtitleOptions) -> int:
     """How many of ``words`` the cue keeps: the break scoring highest on fill (the share of the cue's
-    characters kept) plus punctuation and pause bonuses."""
+    characters kept) plus punctuation and pause bonuses, less a penalty for leaving the next cue an orphan
+    (under half a line, counting the ``ahead`` characters that must go with it)."""
     sizes = [len(w.text.strip()) + 1 for w in words]
     total = sum(sizes)
+    short = options.max_line_width // 2
     best, best_score, kept = len(words), -1.0, 0
     for n in range(1, len(words) + 1):
         kept += sizes[n - 1]
         text = words[n - 1].text.strip()
         bonus = 1.0 if text.endswith(_SENTENCE_ENDS) else 0.5 if text.endswith(_CLAUSE_ENDS) else 0.0
         if n < len(words):
-            bonus += min(1.0, (words[n].start - words[n - 1].end) / SAMPLE_RATE) * 0.5
-        score = kept / total + bonus
+            bonus += min(1.0, (words[n].start - words[n - 1].end) / SAMPLE_RATE / _FULL_PAUSE_S) * 0.8
+        orphan = total - kept + ahead < short
+        score = kept / total + bonus - (_ORPHAN_PENALTY if orphan else 0.0)
         if score > best_score:
             best, best_score = n, score
     return best

@@ -118,3 +118,9 @@ def test_bad_options_name_their_field(fields: dict[str, object], param: str) -> 
     with pytest.raises(InvalidInput) as err:
         SubtitleOptions(**fields)  # type: ignore[arg-type]
     assert err.value.param == param
+
+
+def test_no_orphan_word_at_a_phrase_end() -> None:
+    cues = shape_cues(_transcript(_timed("ask what you can do for your country.".split())),
+                      SubtitleOptions(max_line_width=32, max_line_count=1))
+    assert [c.lines[0] for c in cues] == ["ask what you can do", "for your country."]
