@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import certifi
 import httpx
 
 from voxserve.config import ServerConfig
@@ -129,9 +130,9 @@ def signed_headers(body: bytes, secret: str, now: float | None = None) -> dict[s
     return headers
 
 
-async def post_once(raw_url: str, body: bytes, options: WebhookOptions, verify: ssl.SSLContext | bool = True) -> Attempt:
+async def post_once(raw_url: str, body: bytes, options: WebhookOptions, verify: ssl.SSLContext) -> Attempt:
     """One callback attempt: check the URL, then POST to its checked addresses in turn until one connects
-    (``verify``: how https receivers' certificates are checked, for their host name)."""
+    (``verify``: how https receivers' certificates are checked, for their host name; see :func:`tls_context`)."""
     try:
         target = await check_callback_url(raw_url, options)
     except InvalidInput as exc:  # refused now (DNS changed): retrying will not help
@@ -161,6 +162,12 @@ async def post_once(raw_url: str, body: bytes, options: WebhookOptions, verify: 
     return Attempt(False, retry=True, error=error)
 
 
+def tls_context(options: WebhookOptions) -> ssl.SSLContext:
+    """The certificate check of https receivers: the CAs of ``ca_file``, or certifi's (made once: loading them
+    costs more than a POST on a local network)."""
+    return ssl.create_default_context(cafile=options.ca_file or certifi.where())
+
+
 def callback_body(job: Job, max_result_bytes: int) -> bytes:
     """The POSTed JSON: the job as ``GET /v1/jobs/{id}`` shows it (without its callback state), ``result_url``,
     and, when it fits in ``max_result_bytes``, ``result``: the transcript as the job's JSON format gives it
@@ -185,8 +192,7 @@ class WebhookSender:
         self.options = options
         self.metrics = metrics
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        # a CA file that cannot be read stops the server at start, not each delivery later
-        self._verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=options.ca_file) if options.ca_file else True
+        self._verify = tls_context(options)  # a CA file that cannot be read stops the server at start
 
     def start(self) -> None:
         """Resume the callbacks a previous process left undelivered (call inside the event loop)."""
