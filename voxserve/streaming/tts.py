@@ -518,15 +518,17 @@ class TtsStream:
 
     async def _emit(self, voice: LoadedVoice, pending: asyncio.Queue[Any], slots: asyncio.Semaphore) -> None:
         spf = voice.decoder.decoder.info.samples_per_frame
+        # A break's pause between the audio before and after is the break's length: the voice's quiet end of the
+        # sentence before and quiet start of the one after count in it, so its silence waits for that audio.
+        silence: _Silence | None = None
+        held = 0
         while (item := await pending.get()) is not None:
             if isinstance(item, _SegmentDone):
                 self._segment_done(item.segment)
                 continue
             if isinstance(item, _Silence):
-                # The pause between the audio before and after is the break's length: the voice's quiet end
-                # of the sentence before counts in it.
-                length = max(0, round(item.seconds * self.stats.sample_rate) - self._quiet_tail)
-                await self._put_chunk(np.zeros(length, np.float32), TextSegment("", item.at, item.at, -1, False))
+                held += max(0, round(item.seconds * self.stats.sample_rate) - self._quiet_tail)
+                silence = item
                 continue
             try:
                 audio = await item.task
@@ -536,7 +538,17 @@ class TtsStream:
             a, b = item.window.trim(spf)
             kept = np.asarray(audio[a:b])
             gain = item.unit.gain
-            await self._put_chunk(kept if gain == 1.0 else np.clip(kept * gain, -1.0, 1.0), item.unit.segment)
+            kept = kept if gain == 1.0 else np.clip(kept * gain, -1.0, 1.0)
+            if silence is not None:
+                loud = np.flatnonzero(np.abs(kept) >= QUIET)
+                await self._put_silence(max(0, held - (int(loud[0]) if len(loud) else len(kept))), silence.at)
+                silence, held = None, 0
+            await self._put_chunk(kept, item.unit.segment)
+        if silence is not None:
+            await self._put_silence(held, silence.at)
+
+    async def _put_silence(self, samples: int, at: int) -> None:
+        await self._put_chunk(np.zeros(samples, np.float32), TextSegment("", at, at, -1, False))
 
     async def _put_chunk(self, samples: npt.NDArray[np.float32], segment: TextSegment) -> None:
         if self.options.sample_format == "int16":
