@@ -17,12 +17,13 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from voxserve.errors import BackendError, Cancelled, InvalidInput, VoxserveError
+from voxserve.records import from_record, to_record
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +66,8 @@ class Callback:
 
     def public(self) -> dict[str, Any]:
         """The delivery state as the job's public JSON shows it."""
-        shown = asdict(self)
+        shown = dict(to_record(self))
         del shown["result_url"]
-        shown["status"] = self.status.value
         shown["delivered_at"] = int(self.delivered_at) if self.delivered_at is not None else None
         return shown
 
@@ -241,16 +241,12 @@ class JobStore:
             progress_s=d["progress_s"] or 0.0, wall_s=d["wall_s"] or 0.0, restarts=d["restarts"] or 0,
             error=json.loads(d["error"]) if d["error"] else None,
             result=json.loads(d["result"]) if d["result"] else None,
-            callback=_callback(json.loads(d["callback"])) if d["callback"] else None,
+            callback=from_record(Callback, json.loads(d["callback"])) if d["callback"] else None,
         )
 
 
 def _callback_json(callback: Callback) -> str:
-    return json.dumps(asdict(callback))
-
-
-def _callback(stored: dict[str, Any]) -> Callback:
-    return Callback(**{**stored, "status": CallbackStatus(stored["status"])})
+    return json.dumps(to_record(callback))
 
 
 Work = Callable[[Job, Callable[[float, float], None]], Awaitable[dict[str, Any]]]
