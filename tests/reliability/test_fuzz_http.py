@@ -221,6 +221,29 @@ def test_speech_raw_bodies(http: httpx.Client, server: Server, speech_tally: Tal
                                 headers={"content-type": "application/json"})))
 
 
+SSML_PARTS = ["<speak>", "</speak>", "<break time='0.1s'/>", "<break time='11s'/>", "<break strength='x-strong'/>",
+              "<p>", "</p>", "<s>", "</s>", "<say-as interpret-as='date'>", "<say-as interpret-as='characters'>",
+              "<say-as interpret-as='cardinal'>", "</say-as>", "<prosody rate='x-fast' volume='+6dB'>",
+              "<prosody rate='-300%'>", "</prosody>", "<sub alias='x'>", "</sub>", "<emphasis>", "</emphasis>",
+              "hello", "12/31/1999", "9" * 60, "&amp;", "&bogus;", "&#0;", "<!DOCTYPE x>", "<?xml version='1.0'?>",
+              "]]>", "<", "\x00", " "]
+
+
+@fuzz_settings(budget(40, 2000))
+@given(parts=st.lists(st.sampled_from(SSML_PARTS), max_size=14), close=st.booleans(),
+       pronunciations=st.one_of(st.just({}), st.just({"hello": "[[ h ]]", "x": "ex"}), JSON_VALUES,
+                                st.dictionaries(st.sampled_from(["hello", "x", "", "[[", "a b"]),
+                                                st.sampled_from(["hi", "", "[[ h ]]", "[[x", 3]))))
+def test_ssml_and_pronunciations(http: httpx.Client, server: Server, speech_tally: Tally, parts: list[str],
+                                 close: bool, pronunciations: Any) -> None:
+    """SSML (input starting with <speak>) and the pronunciations field: audio or a documented error."""
+    if not _speech_available(server):
+        pytest.skip("needs voxserve[tts]")
+    document = "<speak>" + "".join(parts) + ("</speak>" if close else "")
+    body = {"input": document, "response_format": "pcm", "pronunciations": pronunciations}
+    speech_tally.add(check(send(http, "POST", "/v1/audio/speech", json=body)))
+
+
 def test_server_still_serves_after_fuzzing(http: httpx.Client, server: Server, data_dir: Path) -> None:
     r = send(http, "POST", "/v1/audio/transcriptions",
              files={"file": ("a.flac", (data_dir / "mfa_ls_61-70968-0000.flac").read_bytes())})
