@@ -129,8 +129,14 @@ class Voxserve:
         ``keyterms``: words and names to favour (after the settings' ``asr.keyterms``). ``language``:
         a code, None to detect the file's language from its first speech, or ``"auto-per-segment"``
         (:data:`~voxserve.languages.PER_SEGMENT`) to detect it per chunk and record it on every segment;
-        ``allowed_languages`` restricts detection to these codes."""
+        ``allowed_languages`` restricts detection to these codes.
+
+        Raises:
+            InvalidInput: malformed key terms, or ``allowed_languages`` with a given language."""
         per_segment = language == PER_SEGMENT
+        if allowed_languages and language is not None and not per_segment:
+            raise InvalidInput("allowed_languages restricts a detected language; give no language",
+                               param="allowed_languages")
         decode = DecodeOptions(language=None if per_segment else language, task=task, prompt=prompt,
                                temperature=temperature, word_timestamps=word_timestamps,
                                allowed_languages=tuple(allowed_languages))

@@ -95,3 +95,19 @@ def test_language_per_segment_keeps_each_chunks_language_among_the_allowed() -> 
     assert transcript.language == "fr" and [s.language for s in transcript.segments] == ["fr"]
     single = _run(asr, _speech(3.0), LongAsrOptions())
     assert single.language == "de" and [s.language for s in single.segments] == [None]
+
+
+def test_the_facade_refuses_allowed_languages_with_a_given_language() -> None:
+    from voxserve.service import Voxserve
+
+    vox = Voxserve()
+    try:
+        with pytest.raises(InvalidInput) as err:
+            vox.long_options(language="de", allowed_languages=("en",))
+        assert err.value.param == "allowed_languages"
+        options = vox.long_options(language="auto-per-segment", allowed_languages=("en", "de"), keyterms=["A, B"])
+        assert options.language_per_segment and options.decode.language is None
+        assert options.decode.allowed_languages == ("en", "de") and options.keyterms == ("A", "B")
+        assert options.chunking.max_join_gap_s < vox.long_options().chunking.max_join_gap_s
+    finally:
+        vox.close()
