@@ -20,12 +20,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from voxserve.errors import BackendError, Cancelled, InvalidInput, VoxserveError
 from voxserve.records import from_record, to_record
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class JobStatus(StrEnum):
@@ -249,6 +250,18 @@ def _callback_json(callback: Callback) -> str:
     return json.dumps(to_record(callback))
 
 
+async def until_stored(fn: Callable[..., T], *args: Any) -> T:
+    """Call a store method, waiting while the store is unavailable (a job's state is never dropped)."""
+    delay = 0.1
+    while True:
+        try:
+            return fn(*args)
+        except BackendError as exc:
+            log.warning("%s; retrying in %.1f s", exc.message, delay)
+            await asyncio.sleep(delay)
+            delay = min(5.0, delay * 2)
+
+
 Work = Callable[[Job, Callable[[float, float], None]], Awaitable[dict[str, Any]]]
 """Runs one job: given the job and a progress hook (done_s, total_s), returns the result document."""
 
@@ -319,26 +332,15 @@ class JobRunner:
     async def _worker(self) -> None:
         while True:
             job_id = await self._queue.get()
-            job = await self._retry(self.store.get, job_id)
+            job = await until_stored(self.store.get, job_id)
             if job is None or job.status != JobStatus.QUEUED:
                 continue
             await self._run(job)
 
-    async def _retry(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Call a store method, waiting while the store is unavailable (a job's state is never dropped)."""
-        delay = 0.1
-        while True:
-            try:
-                return fn(*args)
-            except BackendError as exc:
-                log.warning("%s; retrying in %.1f s", exc.message, delay)
-                await asyncio.sleep(delay)
-                delay = min(5.0, delay * 2)
-
     async def _run(self, job: Job) -> None:
         job.status = JobStatus.RUNNING
         self._live[job.id] = job
-        await self._retry(self.store.save, job)
+        await until_stored(self.store.save, job)
         started = time.monotonic()
 
         def progress(done_s: float, total_s: float) -> None:
@@ -367,7 +369,7 @@ class JobRunner:
             self._live.pop(job.id, None)
         job.wall_s = time.monotonic() - started
         self._live[job.id] = job  # still answered from memory while the store is down
-        await self._retry(self.store.save, job)
+        await until_stored(self.store.save, job)
         self._live.pop(job.id, None)
         if job.status.final:
             _remove(job.input_path)

@@ -321,3 +321,25 @@ def test_https_receivers_are_verified_for_their_name(tmp_path: Path, data_dir: P
     assert delivered["status"] == "delivered" and body["id"] == good["id"]
     assert refused["status"] == "failed" and refused["attempts"] == 2 and refused["last_status"] is None
     assert "certificate" in refused["error"].lower() and len(receiver.hits) == 1
+
+
+def test_attempts_wait_for_a_job_store_that_is_down(tmp_path: Path, data_dir: Path) -> None:
+    """The database goes away between two attempts: the next attempt's outcome waits to be stored, none is lost
+    from the record, and the callback is delivered once the store is back."""
+    settings = {**FAST_RETRIES, "webhook_backoff_s": 0.3, "webhook_max_backoff_s": 0.3}
+    with LiveServer(tmp_path, **settings) as live, Receiver([503, 503]) as receiver:
+        store = live.app.state.ctx.store
+        job = submit(live, data_dir / "fw_jfk.flac", callback_url=receiver.url())
+        deadline = time.monotonic() + 60
+        while httpx.get(f"{live.url}/v1/jobs/{job['id']}", timeout=10).json()["callback"]["attempts"] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        store.close()  # (the first attempt is stored; the second comes 0.3 s later)
+        try:
+            receiver.wait_for(2)
+            time.sleep(1.0)  # the second attempt's outcome cannot be stored: no third attempt meanwhile
+            assert len(receiver.hits) == 2
+        finally:
+            store.reopen()
+        done = settled(live, job["id"])["callback"]
+    assert done["status"] == "delivered" and done["attempts"] == 3 == len(receiver.hits)

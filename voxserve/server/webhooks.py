@@ -23,8 +23,8 @@ import certifi
 import httpx
 
 from voxserve.config import ServerConfig
-from voxserve.errors import BackendError, InvalidInput
-from voxserve.jobs import Callback, CallbackStatus, Job, JobStatus, JobStore
+from voxserve.errors import InvalidInput
+from voxserve.jobs import Callback, CallbackStatus, Job, JobStatus, JobStore, until_stored
 from voxserve.records import from_record
 from voxserve.server.forms import TranscriptionRequest
 from voxserve.server.http_asr import respond
@@ -217,7 +217,7 @@ class WebhookSender:
 
     async def _deliver(self, job_id: str) -> None:
         try:
-            job = self.store.get(job_id)
+            job = await until_stored(self.store.get, job_id)
             if job is None or job.callback is None:
                 return
             body = callback_body(job, self.options.max_result_bytes)
@@ -225,10 +225,9 @@ class WebhookSender:
             while callback.status == CallbackStatus.PENDING:
                 attempt = await post_once(callback.url, body, self.options, self._verify)
                 self._record(job_id, callback, attempt)
+                await until_stored(self.store.save_callback, job_id, callback)  # before the next attempt
                 if callback.status == CallbackStatus.PENDING:
                     await asyncio.sleep(self.options.delay_s(callback.attempts, attempt.retry_after_s))
-        except BackendError as exc:  # the store is down: the callback stays pending for the next start
-            log.warning("job %s: callback state not stored (%s)", job_id, exc.message)
         finally:
             self._tasks.pop(job_id, None)
 
@@ -243,4 +242,3 @@ class WebhookSender:
             callback.status, outcome = CallbackStatus.FAILED, "failed"
             log.warning("job %s: callback given up after %d attempts: %s", job_id, callback.attempts, attempt.error)
         self.metrics.webhook_attempts.labels(outcome).inc()
-        self.store.save_callback(job_id, callback)
