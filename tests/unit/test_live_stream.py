@@ -813,3 +813,50 @@ def test_copies_prompt() -> None:
     assert copies_prompt("and then ask not what your country can do", "ask not what your country")
     assert not copies_prompt("The narrative would be tedious", "8. The press yard.")
     assert not copies_prompt("", "anything")
+
+
+# ------------------------------------------------------------------------------- drafts at pauses
+
+
+def _paced_latency(speculate_ms: int) -> tuple[list[LiveEvent], ScriptedAsr]:
+    """One 1 s burst then 1 s of silence, pushed at real-time pace, through a recogniser taking 0.2 s."""
+    audio = np.concatenate([silence(0.3), tone(1.0, 300), silence(1.0)])
+    asr = ScriptedAsr(script=phrase_script, delay_for=lambda r: 0.2)
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio, block_s=0.05, pause_s=0.05)
+        s.end_input()
+
+    with transcriber(asr) as live:
+        events = run_stream(live, replace(NO_PARTIALS, speculate_ms=speculate_ms), feed, timeout_s=6.0)
+    return events, asr
+
+
+def test_a_pause_that_ends_the_utterance_finds_its_final_already_decoding() -> None:
+    """The final decode starts 200 ms into the pause; the end of speech comes 500 ms into it, so a 0.2 s
+    decode is done 100 ms before it (without the draft the final waits the whole decode after the end)."""
+    events, asr = _paced_latency(200)
+    (done,) = of(events, TranscriptCompleted)
+    assert done.text == PHRASES[300]
+    assert len(asr.requests_for(300)) == 1  # the draft was the final: nothing decoded twice
+    assert done.latency_s < 0.15, done.latency_s
+    late, _ = _paced_latency(0)
+    assert of(late, TranscriptCompleted)[0].latency_s >= 0.18
+
+
+def test_a_pause_inside_speech_drops_its_draft_and_the_final_hears_everything() -> None:
+    """300 ms of silence inside speech (a draft starts, the utterance goes on): the final is decoded on the
+    whole utterance, not the draft's first half."""
+    audio = np.concatenate([silence(0.3), tone(1.0, 300), silence(0.3), tone(1.0, 300), silence(1.0)])
+    asr = ScriptedAsr(script=speech_words_script, delay_for=lambda r: 0.05)
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio, block_s=0.05, pause_s=0.05)
+        s.end_input()
+
+    with transcriber(asr) as live:
+        events = run_stream(live, NO_PARTIALS, feed, timeout_s=8.0)
+    (done,) = of(events, TranscriptCompleted)
+    assert done.text.split() == [f"w{i}" for i in range(8)]  # 2 s of speech, 4 words a second
+    first, second = asr.requests  # a draft at each pause; the second pause ended the utterance: its draft is the final
+    assert len(first.audio) < len(second.audio) == done.end - done.start

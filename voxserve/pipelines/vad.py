@@ -90,6 +90,11 @@ class VadStateMachine:
         """Whether a start has been emitted without its end."""
         return self._in_speech
 
+    @property
+    def pause_from(self) -> int | None:
+        """Inside speech, where the silence that may end it began (None while speech goes on)."""
+        return self._silence_from if self._in_speech else None
+
     def update(self, prob: float) -> list[VadEvent]:
         """Consume the next frame's probability."""
         frame_start = self._pos

@@ -90,6 +90,10 @@ class LiveOptions:
             hypotheses always run at ``PARTIAL``).
         logprobs: final transcripts carry their tokens' log-probabilities (the final decode is aligned, as
             for word timing: about 65 ms more per utterance on a CPU core).
+        speculate_ms: a pause inside speech this long starts the utterance's final decode at once, on the
+            audio up to the pause; when the pause turns out to end the utterance (``vad.min_silence_ms``
+            later) the final is ready or nearly so, and when speech resumes the draft is dropped. Drafts run
+            only while the engine has no queue (0 = off).
     """
 
     vad: VadParams | None = field(default_factory=lambda: VadParams(min_speech_ms=_LIVE["min_speech_ms"].default,
@@ -111,6 +115,7 @@ class LiveOptions:
     speaker_min_s: float = 2.0
     priority: Priority = Priority.LIVE
     logprobs: bool = False
+    speculate_ms: int = _LIVE["speculate_ms"].default
 
     @classmethod
     def from_settings(cls, live: LiveConfig, guard: GuardSettings) -> LiveOptions:
@@ -123,6 +128,7 @@ class LiveOptions:
             decode=replace(base.decode, fit_step_s=live.fit_step_s),
             partial_interval_ms=live.partial_interval_ms,
             speaker_similarity=live.speaker_similarity,
+            speculate_ms=live.speculate_ms,
             guard=GuardConfig.from_settings(guard),
         )
 
@@ -179,6 +185,15 @@ class _Utterance:
     emitted: str = ""
     last_partial: str = ""
     partial_at: int = 0
+    draft: _Draft | None = None
+
+
+@dataclass
+class _Draft:
+    """A final decode started at a pause, on the audio up to ``end`` (the pause's start plus end padding)."""
+
+    end: int
+    task: asyncio.Task[tuple[str, bool, tuple[TokenLogprob, ...]]]
 
 
 class LiveStream:
@@ -196,6 +211,8 @@ class LiveStream:
         self._inbox: asyncio.Queue[tuple[str, object]] = asyncio.Queue()
         self._events: asyncio.Queue[LiveEvent | None] = asyncio.Queue()
         self._finals: asyncio.Queue[tuple[_Utterance, np.ndarray, int, float] | None] = asyncio.Queue()
+        self._finalizing = False  # a final is being recognised (drafts wait: it may change the context)
+        self._drafts: set[asyncio.Task[tuple[str, bool, tuple[TokenLogprob, ...]]]] = set()
         self._pending_samples = 0
         self._backlog_samples = 0  # audio of utterances waiting for (or in) final recognition
         self._tail = np.zeros(0, np.float32)
@@ -247,7 +264,7 @@ class LiveStream:
     async def aclose(self) -> None:
         """Stop everything at once (client gone)."""
         self._closed = True
-        for task in [*self._tasks, self._partial_task]:
+        for task in [*self._tasks, self._partial_task, *self._drafts]:
             if task is not None:
                 task.cancel()
         await asyncio.gather(*[t for t in self._tasks if t], return_exceptions=True)
@@ -320,6 +337,8 @@ class LiveStream:
             self._utterance.probs.append(prob)
             if self._position - self._utterance.start >= self.options.max_utterance_s * SAMPLE_RATE:
                 self._split_long_utterance()
+            else:
+                self._maybe_draft(self._utterance)
 
     def _samples(self, ms: int) -> int:
         return ms * SAMPLE_RATE // 1000
@@ -341,8 +360,33 @@ class LiveStream:
         self._emit(Committed(u.item_id, self._previous_item))
         self._previous_item = u.item_id
         audio = self._ring.read(max(u.start, self._ring.start_sample), end)  # copied now: the ring moves on
+        if u.draft is not None and u.draft.end != end:  # the draft heard less (or more) than the utterance
+            u.draft.task.cancel()
+            u.draft = None
         self._backlog_samples += len(audio)
         self._finals.put_nowait((u, audio, end, time.monotonic()))
+
+    def _maybe_draft(self, u: _Utterance) -> None:
+        """At a pause of ``speculate_ms`` inside speech, start the final decode of the speech so far; drop a
+        draft whose pause ended in more speech."""
+        assert self._machine is not None
+        pause = self._machine.pause_from
+        if u.draft is not None and (pause is None or u.draft.end != pause + self._samples(self.options.end_padding_ms)):
+            u.draft.task.cancel()
+            u.draft = None
+        wait = self._samples(self.options.speculate_ms)
+        if pause is None or not wait or u.draft is not None or self._position - pause < wait:
+            return
+        if self._finalizing or not self._finals.empty() or self._asr.busy:  # the context may change, or no room
+            return
+        end = pause + self._samples(self.options.end_padding_ms)
+        if end > self._position or end <= u.start:
+            return
+        audio = self._ring.read(max(u.start, self._ring.start_sample), end)
+        task = asyncio.ensure_future(self._final_text(audio, self._context(u.start)))
+        self._drafts.add(task)
+        task.add_done_callback(self._drafts.discard)
+        u.draft = _Draft(end, task)
 
     def _split_long_utterance(self) -> None:
         """Cut over-long speech at its quietest recent frame and carry on in a new item."""
@@ -374,6 +418,8 @@ class LiveStream:
         self._end_utterance(self._position)
 
     def _on_clear(self) -> None:
+        if self._utterance is not None and self._utterance.draft is not None:
+            self._utterance.draft.task.cancel()
         self._utterance = None
         self._manual_start = self._position
         if self._machine is not None:
@@ -406,7 +452,7 @@ class LiveStream:
 
     def _maybe_partial(self, u: _Utterance | None) -> None:
         interval = self._samples(self.options.partial_interval_ms)
-        if u is None or not interval or self._position - u.partial_at < interval:
+        if u is None or not interval or self._position - u.partial_at < interval or u.draft is not None:
             return
         if (self._partial_task is not None and not self._partial_task.done()) or not self._finals.empty():
             return
@@ -438,9 +484,10 @@ class LiveStream:
                 self._events.put_nowait(None)
                 return
             u, audio, end, stopped_at = job
+            self._finalizing = True
+            recognised = u.draft.task if u.draft is not None else self._final_text(audio, self._context(u.start))
             try:
-                (text, trusted, logprobs), speaker = await asyncio.gather(
-                    self._final_text(audio, self._context(u.start)), self._speaker(audio))
+                (text, trusted, logprobs), speaker = await asyncio.gather(recognised, self._speaker(audio))
             except VoxserveError as exc:
                 self._previous_text = ""
                 self._emit(TranscriptFailed(u.item_id, exc.message))
@@ -452,6 +499,7 @@ class LiveStream:
                 continue
             finally:
                 self._backlog_samples -= len(audio)
+                self._finalizing = False
             if text.startswith(u.emitted) and len(text) > len(u.emitted):
                 self._emit(TranscriptDelta(u.item_id, text[len(u.emitted):]))
             self._emit(TranscriptCompleted(u.item_id, text, u.start, end, time.monotonic() - stopped_at, speaker,
