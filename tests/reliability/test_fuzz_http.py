@@ -21,10 +21,11 @@ from tests.reliability.report import Tally
 ERROR_STATUSES = {400, 401, 404, 409, 410, 413, 415, 422}
 FORM_ROUTES = ["/v1/audio/transcriptions", "/v1/audio/translations", "/v1/jobs", "/v1/audio/diarization"]
 FIELDS = ["file", "model", "language", "prompt", "response_format", "temperature", "timestamp_granularities[]",
-          "timestamp_granularities", "stream", "diarize", "num_speakers", "min_speakers", "max_speakers", "task"]
+          "timestamp_granularities", "stream", "diarize", "num_speakers", "min_speakers", "max_speakers", "task",
+          "max_line_width", "max_line_count", "max_cue_duration", "speaker_labels", "split_channels"]
 VALUES = ["", "0", "1", "-1", "true", "false", "nan", "inf", "1e999", "whisper-1", "whisper-base", "json", "text",
           "srt", "vtt", "verbose_json", "diarized_json", "word", "segment", "en", "english", "xx", "../../etc",
-          "/etc", "/tmp", "0.5", "33", "99999999999999999999", "\u0000", "é", "🙂", "translate"]
+          "/etc", "/tmp", "0.5", "33", "99999999999999999999", "\u0000", "é", "🙂", "translate", "²", "42"]
 
 
 def fuzz_settings(n: int) -> Callable[..., object]:

@@ -102,7 +102,7 @@ def _count(form: FormData, name: str) -> int | None:
     raw = _text(form, name)
     if raw is None:
         return None
-    if not raw.isdigit() or not 1 <= int(raw) <= 32:
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 32:
         raise _invalid(name, f"'{name}' must be a whole number between 1 and 32")
     return int(raw)
 
@@ -192,7 +192,7 @@ def _whole(form: FormData, name: str) -> int | None:
     raw = _text(form, name)
     if raw is None:
         return None
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()):  # int() refuses some Unicode digits ("²") that isdigit() takes
         raise _invalid(name, f"'{name}' must be a whole number, not {raw[:40]!r}")
     return int(raw)
 
