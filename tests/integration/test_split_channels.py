@@ -15,6 +15,7 @@ import webvtt
 
 from tests.calls import write_call
 from tests.quality import jfk_wer, reader_wer
+from voxserve.config import load_settings
 from voxserve.errors import InvalidInput
 from voxserve.formats import render
 from voxserve.service import Voxserve
@@ -93,3 +94,22 @@ def test_cli_split_channels_with_shaped_subtitles(call: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "voxserve.cli", "transcribe", str(call), "--max-line-width", "2"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "max_line_width" in bad.stderr
+
+
+class _Batches:
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    def on_batch(self, name: str, size: int, wait_s: float, run_s: float, queue_depth: int) -> None:
+        self.sizes.append(size)
+
+
+def test_the_channels_share_the_batches(call: Path) -> None:
+    """With one model worker, both channels' chunks run in one batch: the channels are concurrent jobs on the
+    shared recogniser, not one file after the other."""
+    batches = _Batches()
+    with Voxserve(load_settings(asr={"workers": 1}), batches) as vox:
+        vox.asr()
+        batches.sizes.clear()
+        check_call(vox.transcribe(call, split_channels=True))
+    assert max(batches.sizes) == 2, batches.sizes  # retries, if any, may run alone
