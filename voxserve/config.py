@@ -188,6 +188,10 @@ class DiarizationConfig(_Frozen):
     max_wait_ms: float = Field(10.0, ge=0, description="How long a batch waits to fill.")
     step_s: float = Field(2.5, gt=0.0, le=10.0, description="Segmentation windows (10 s) start this often.")
     threshold: float | None = Field(None, gt=0.0, lt=2.0, description="Clustering cut; None = the embedder's measured default.")
+    naming_embedder: str = Field("campplus", description="Embedder of known speakers (enrolled voices) and of the "
+                                 "diarizations that name them: CAM++ tells AMI voices apart, GE2E does not.")
+    naming_threshold: float | None = Field(None, gt=-1.0, lt=1.0, description="Cosine similarity a speaker needs "
+                                           "with an enrolled voice to take its name; None = the embedder's measured one.")
 
 
 class RayConfig(_Frozen):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
@@ -47,7 +47,8 @@ if TYPE_CHECKING:
     from voxserve.agent.cascade import Agent
     from voxserve.distributed.cluster import ReplicaPool
     from voxserve.engine.speaker_pool import SpeakerModelPool
-    from voxserve.pipelines.diarization import DiarizeOptions
+    from voxserve.pipelines.diarization import DiarizeOptions, Diarizer
+    from voxserve.pipelines.known_speakers import KnownSpeaker
     from voxserve.streaming.live_asr import SpeakerEmbedder
 
 T = TypeVar("T")
@@ -297,12 +298,15 @@ class Voxserve:
         min_speakers: int | None = None,
         max_speakers: int | None = None,
         max_duration_s: float | None = None,
+        known_speakers: Sequence[KnownSpeaker] = (),
     ) -> DiarizeOptions:
-        """Per-request diarization options (:class:`~voxserve.pipelines.diarization.DiarizeOptions`)."""
+        """Per-request diarization options (:class:`~voxserve.pipelines.diarization.DiarizeOptions`);
+        ``known_speakers`` (from :meth:`aknown_speaker`) name the speakers whose voices match them."""
         from voxserve.pipelines.diarization import DiarizeOptions
         from voxserve.pipelines.speaker_clustering import SpeakerCount
 
-        options = DiarizeOptions(SpeakerCount(num_speakers, min_speakers, max_speakers), max_duration_s)
+        options = DiarizeOptions(SpeakerCount(num_speakers, min_speakers, max_speakers), max_duration_s,
+                                 tuple(known_speakers))
         options.validate()
         return options
 
@@ -314,16 +318,40 @@ class Voxserve:
         embedder: str | None = None,
         progress: ProgressHook | None = None,
         priority: Priority = Priority.OFFLINE,
+        known_speakers: Mapping[str, Source] | None = None,
         **count: int | None,
     ) -> Diarization:
         """Who spoke when in a file of any length: speaker turns (overlap kept), labels ``A``, ``B``, ...
         and per-stage wall times. ``options`` come from :meth:`diarize_options`; or give its keywords
         (``num_speakers``, ``min_speakers``, ``max_speakers``); default: an automatic count.
+        ``known_speakers`` (name -> reference clip of that voice, 1-30 s) are enrolled and added to the
+        options' known speakers: a speaker whose voice matches one well enough carries its name. With known
+        speakers the default ``embedder`` is theirs (``diarization.naming_embedder`` for clips).
 
         Raises:
             ModelUnavailable: the ``[diarize]`` extra is not installed, or ``embedder`` is unknown.
-            InvalidInput: bad audio or options.
+            InvalidInput: bad audio, references or options.
         """
+        if embedder is None and (known_speakers or (options is not None and options.known_speakers)):
+            given = options.known_speakers if options is not None and options.known_speakers else ()
+            embedder = given[0].embedder if given else self.settings.diarization.naming_embedder
+        diarizer = await self.adiarizer(embedder, priority)
+        if options is None:
+            options = self.diarize_options(num_speakers=count.pop("num_speakers", None),
+                                           min_speakers=count.pop("min_speakers", None),
+                                           max_speakers=count.pop("max_speakers", None))
+            if count:
+                raise TypeError(f"unknown keywords {', '.join(count)}")
+        elif count:
+            raise TypeError("give either options or speaker-count keywords, not both")
+        if known_speakers:
+            enrolled = [await diarizer.enroll(n, s) for n, s in known_speakers.items()]
+            options = replace(options, known_speakers=options.known_speakers + tuple(enrolled))
+        return await diarizer.run(source, options, progress)
+
+    async def adiarizer(self, embedder: str | None = None, priority: Priority = Priority.OFFLINE) -> Diarizer:
+        """A :class:`~voxserve.pipelines.diarization.Diarizer` on the shared models (loaded off the event
+        loop) with the settings' parameters for ``embedder`` (default: ``diarization.embedder``)."""
         from voxserve.backends.diarization.weights import check_installed
         from voxserve.pipelines.diarization import DiarizationParams, Diarizer
 
@@ -332,12 +360,21 @@ class Voxserve:
         check_installed(name)
         pool = self.speakers()
         segmentation, embedding = await self.executor.run(lambda: (pool.segmentation(), pool.embedder(name)))
-        diarizer = Diarizer(segmentation, embedding, self.executor, DiarizationParams.from_settings(d, name), priority)
-        if options is None:
-            options = self.diarize_options(**count)
-        elif count:
-            raise TypeError("give either options or speaker-count keywords, not both")
-        return await diarizer.run(source, options, progress)
+        return Diarizer(segmentation, embedding, self.executor, DiarizationParams.from_settings(d, name), priority)
+
+    async def aknown_speaker(self, name: str, source: Source, *, embedder: str | None = None) -> KnownSpeaker:
+        """Enroll a voice: ``source`` is a clip of that one person (1-30 s, at least 1 s of speech); the
+        result goes into :meth:`diarize_options` ``known_speakers`` (only with the same ``embedder``; default:
+        ``diarization.naming_embedder``).
+
+        Raises:
+            InvalidInput: not audio, too long, or too little speech (param ``known_speaker_references``).
+        """
+        return await (await self.adiarizer(embedder or self.settings.diarization.naming_embedder)).enroll(name, source)
+
+    def known_speaker(self, name: str, source: Source, *, embedder: str | None = None) -> KnownSpeaker:
+        """Synchronous :meth:`aknown_speaker`."""
+        return self._sync(self.aknown_speaker(name, source, embedder=embedder))
 
     def diarize(self, source: Source, options: DiarizeOptions | None = None, **kwargs: Any) -> Diarization:
         """Synchronous :meth:`adiarize`."""

@@ -83,12 +83,21 @@ def add_speaker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-speakers", type=int, help="at least this many speakers")
     p.add_argument("--max-speakers", type=int, help="at most this many speakers")
     p.add_argument("--embedder", help="speaker embedder: resemblyzer (default) or campplus")
+    p.add_argument("--speaker", action="append", default=[], metavar="NAME=CLIP",
+                   help="a known speaker and a clip of their voice (1-30 s): a speaker who sounds like it "
+                   "is labelled NAME (repeatable)")
 
 
 def speaker_counts(vox: Voxserve, args: argparse.Namespace) -> DiarizeOptions:
-    """The diarization options of the flags of :func:`add_speaker_args`."""
+    """The diarization options of the flags of :func:`add_speaker_args` (``--speaker`` clips enrolled)."""
+    known = []
+    for spec in args.speaker:
+        name, sep, clip = spec.partition("=")
+        if not sep or not name.strip() or not clip:
+            raise InvalidInput(f"--speaker takes NAME=CLIP, not {spec!r}", param="speaker")
+        known.append(vox.known_speaker(name.strip(), clip, embedder=args.embedder))
     return vox.diarize_options(num_speakers=args.num_speakers, min_speakers=args.min_speakers,
-                               max_speakers=args.max_speakers)
+                               max_speakers=args.max_speakers, known_speakers=known)
 
 
 def output_format(output: str | None, fmt: str | None) -> str:

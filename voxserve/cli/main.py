@@ -23,6 +23,7 @@ from voxserve.cli.eval import add_eval_commands
 from voxserve.cli.eval_diarization import add_eval_diarization
 from voxserve.cli.eval_keyterms import add_eval_keyterms
 from voxserve.cli.eval_languages import add_eval_languages
+from voxserve.cli.eval_naming import add_eval_naming
 from voxserve.cli.plan import add_plan_command
 from voxserve.cli.serve import add_serve_command
 from voxserve.cli.speak import add_speak_command
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_diarization(evals)
     add_eval_keyterms(evals)
     add_eval_languages(evals)
+    add_eval_naming(evals)
     bench = add_bench_commands(sub)
     add_bench_diarize(bench)
     add_bench_scale(bench)

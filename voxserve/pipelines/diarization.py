@@ -26,6 +26,15 @@ from voxserve.config import DiarizationConfig
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.speaker_pool import EmbeddingService, SegmentationService
 from voxserve.errors import InvalidInput
+from voxserve.pipelines.known_speakers import (
+    MAX_REFERENCE_S,
+    MIN_REFERENCE_SPEECH_S,
+    NAMING_THRESHOLDS,
+    KnownSpeaker,
+    check_known,
+    match_names,
+    similarities,
+)
 from voxserve.pipelines.speaker_activity import WindowPlan, aggregate, plan_windows, speaker_count, top_speakers
 from voxserve.pipelines.speaker_clustering import (
     ClusteringParams,
@@ -35,8 +44,8 @@ from voxserve.pipelines.speaker_clustering import (
     nearest_centroid,
 )
 from voxserve.pipelines.speaker_pieces import Piece, cannot_link, cut_pieces, piece_activity
-from voxserve.pipelines.speaker_turns import TurnRules, frames_to_turns
-from voxserve.types import SAMPLE_RATE, Diarization, DiarizationStats, Float32Array, Priority
+from voxserve.pipelines.speaker_turns import TurnRules, label_spans, turn_spans
+from voxserve.types import SAMPLE_RATE, Diarization, DiarizationStats, Float32Array, Priority, SpeakerTurn
 
 ProgressHook = Callable[[float, float], None]
 """Called with (audio seconds done, audio seconds in total); done advances through the stages."""
@@ -64,18 +73,23 @@ class DiarizationParams:
     """Embed only the frames with one speaker, when enough remain."""
     clustering: ClusteringParams = ClusteringParams()
     turns: TurnRules = TurnRules()
+    naming_threshold: float = NAMING_THRESHOLDS["campplus"]
+    """Cosine similarity a cluster centroid needs with a known speaker's reference to take its name."""
 
     @classmethod
     def for_embedder(cls, name: str, **overrides: Any) -> DiarizationParams:
         """The defaults with the clustering threshold measured for embedder ``name``."""
         clustering = ClusteringParams(threshold=THRESHOLDS.get(name, ClusteringParams().threshold))
-        return replace(cls(clustering=clustering), **overrides)
+        naming = NAMING_THRESHOLDS.get(name, cls.naming_threshold)
+        return replace(cls(clustering=clustering, naming_threshold=naming), **overrides)
 
     @classmethod
     def from_settings(cls, settings: DiarizationConfig, embedder: str | None = None) -> DiarizationParams:
         """The parameters the ``diarization`` settings give for ``embedder`` (default: theirs): its measured
-        clustering threshold unless the settings fix one, and the settings' segmentation step."""
+        clustering and naming thresholds unless the settings fix them, and the settings' segmentation step."""
         params = cls.for_embedder(embedder or settings.embedder, step_s=settings.step_s)
+        if settings.naming_threshold is not None:
+            params = replace(params, naming_threshold=settings.naming_threshold)
         if settings.threshold is None:
             return params
         return replace(params, clustering=replace(params.clustering, threshold=settings.threshold))
@@ -87,10 +101,21 @@ class DiarizeOptions:
 
     count: SpeakerCount = SpeakerCount()
     max_duration_s: float | None = None
+    known_speakers: tuple[KnownSpeaker, ...] = ()
+    """Enrolled voices (:meth:`Diarizer.enroll`): a cluster that matches one well enough takes its name."""
 
     def validate(self) -> None:
         """Raise :class:`InvalidInput` for bad options."""
         self.count.validate()
+        check_known(self.known_speakers)
+
+
+@dataclass(frozen=True)
+class DiarizedVoices:
+    """A diarization and the unit centroid embedding of each of its speakers (by label)."""
+
+    diarization: Diarization
+    voices: dict[str, Float32Array]
 
 
 @dataclass
@@ -144,6 +169,11 @@ class Diarizer:
 
     async def run(self, source: Any, options: DiarizeOptions = DiarizeOptions(), progress: ProgressHook | None = None) -> Diarization:
         """Diarize ``source`` (path, bytes or binary file object, or a 16 kHz float32 array)."""
+        return (await self.run_with_voices(source, options, progress)).diarization
+
+    async def run_with_voices(self, source: Any, options: DiarizeOptions = DiarizeOptions(),
+                              progress: ProgressHook | None = None) -> DiarizedVoices:
+        """:meth:`run`, with each speaker's centroid embedding (to compare with enrolled voices)."""
         options.validate()
         clock = _Clock(progress)
         audio = await self._decode(source, options)
@@ -153,15 +183,17 @@ class Diarizer:
         clock.stage("segmentation")
         pieces = await self._embed(audio, segmented)
         clock.stage("embeddings")
-        labels, k = await self.executor.run(self._cluster, pieces, options.count)
+        labels, centroids = await self.executor.run(self._cluster, pieces, options.count)
+        names = self._names(centroids, options.known_speakers)
         clock.stage("clustering")
-        turns, speakers = self._turns(segmented, pieces, labels, k, len(audio))
+        turns, label_of = self._turns(segmented, pieces, labels, len(centroids), len(audio), names)
         clock.stage("turns")
         stats = DiarizationStats(
             wall_s=sum(clock.stages.values()), stages=tuple(clock.stages.items()),
             windows=len(segmented.plan.starts), embeddings=int(np.sum(pieces.speech > 0)),
         )
-        return Diarization(turns=turns, speakers=speakers, duration=len(audio), stats=stats)
+        result = Diarization(turns=turns, speakers=tuple(label_of.values()), duration=len(audio), stats=stats)
+        return DiarizedVoices(result, {label: centroids[g] for g, label in label_of.items()})
 
     async def _decode(self, source: Any, options: DiarizeOptions) -> Float32Array:
         if isinstance(source, np.ndarray):
@@ -206,28 +238,61 @@ class Diarizer:
             speech[i] = len(clip) / SAMPLE_RATE
         return _Pieces(pieces, embeddings, speech)
 
-    def _cluster(self, pieces: _Pieces, count: SpeakerCount) -> tuple[np.ndarray, int]:
+    async def enroll(self, name: str, source: Any, max_duration_s: float = MAX_REFERENCE_S) -> KnownSpeaker:
+        """A known speaker from a reference clip of one voice: its speech found by the segmentation model,
+        cut into pieces and embedded as diarization embeds them, the pieces' unit mean as its voice.
+
+        Raises:
+            InvalidInput: not audio, longer than ``max_duration_s``, or under 1 s of speech (param
+            ``known_speaker_references``).
+        """
+        param = "known_speaker_references"
+        try:
+            audio = await self._decode(source, DiarizeOptions(max_duration_s=max_duration_s))
+        except InvalidInput as exc:
+            raise InvalidInput(f"the reference of {name!r}: {exc.message}", param=param, code=exc.code) from None
+        if len(audio) > max_duration_s * SAMPLE_RATE:
+            raise InvalidInput(f"the reference of {name!r} is longer than {max_duration_s:g} s", param=param,
+                               code="reference_too_long")
+        pieces = await self._embed(audio, await self._segment(audio))
+        speech_s = float(pieces.speech.sum())
+        if speech_s < MIN_REFERENCE_SPEECH_S:
+            raise InvalidInput(f"the reference of {name!r} holds {speech_s:.1f} s of speech; at least "
+                               f"{MIN_REFERENCE_SPEECH_S:g} s is needed", param=param, code="reference_too_short")
+        embedded = pieces.speech > 0
+        centroid = centroids_of(pieces.embeddings[embedded], np.zeros(int(embedded.sum()), dtype=np.int64))[0]
+        return KnownSpeaker(name, centroid, self.embedder.info.name, speech_s)
+
+    def _names(self, centroids: Float32Array, known: tuple[KnownSpeaker, ...]) -> dict[int, str]:
+        if not known:
+            return {}
+        check_known(known, self.embedder.info.name, self.embedder.info.dim)
+        sims = similarities(centroids, known)
+        return match_names(sims, [k.name for k in known], self.params.naming_threshold)
+
+    def _cluster(self, pieces: _Pieces, count: SpeakerCount) -> tuple[np.ndarray, Float32Array]:
         """Cluster the pieces with enough speech (all embedded ones when none has enough), then give every
-        embedded piece its nearest centroid; returns the labels (-1: none) and the number of clusters."""
+        embedded piece its nearest centroid; returns the labels (-1: none) and the clusters' centroids."""
         has = ~np.isnan(pieces.embeddings).any(axis=1)
         if not has.any():
-            return np.full(len(pieces.pieces), -1, dtype=np.int64), 0
+            return np.full(len(pieces.pieces), -1, dtype=np.int64), np.zeros((0, pieces.embeddings.shape[1]), np.float32)
         chosen = np.flatnonzero(has & (pieces.speech >= self.params.min_cluster_s))
         if len(chosen) == 0:
             chosen = np.flatnonzero(has)
         apart = cannot_link([pieces.pieces[i] for i in chosen])
         labels = cluster_embeddings(pieces.embeddings[chosen], self.params.clustering, count, apart)
         centroids = centroids_of(pieces.embeddings[chosen], labels)
-        return nearest_centroid(pieces.embeddings, centroids), len(centroids)
+        return nearest_centroid(pieces.embeddings, centroids), centroids
 
-    def _turns(self, seg: _Segmented, pieces: _Pieces, labels: np.ndarray, k: int, n_samples: int) -> tuple[Any, Any]:
+    def _turns(self, seg: _Segmented, pieces: _Pieces, labels: np.ndarray, k: int, n_samples: int,
+               names: dict[int, str]) -> tuple[tuple[SpeakerTurn, ...], dict[int, str]]:
         """In each frame, the ``count`` speakers whose pieces are most active over the windows."""
         info = self.segmentation.info
         windows, frames, _ = seg.activity.shape
         count = speaker_count(seg.activity, seg.plan)
         scores = aggregate(piece_activity(pieces.pieces, labels, windows, frames, k), seg.plan)
         binary = top_speakers(scores, np.minimum(count, k))
-        return frames_to_turns(binary, info.frame_step, info.frame_size, n_samples, self.params.turns)
+        return label_spans(turn_spans(binary, info.frame_step, info.frame_size, n_samples, self.params.turns), names)
 
 
 def piece_clip(

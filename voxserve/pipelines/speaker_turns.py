@@ -8,6 +8,7 @@ shorter than ``min_turn_s`` dropped; turns of different speakers may overlap (ov
 from __future__ import annotations
 
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,10 +57,18 @@ def bridge(spans: list[tuple[int, int]], min_gap: int, min_len: int) -> list[tup
 
 
 def frames_to_turns(
-    binary: F32, frame_step: int, frame_size: int, n_samples: int, rules: TurnRules = TurnRules()
+    binary: F32, frame_step: int, frame_size: int, n_samples: int, rules: TurnRules = TurnRules(),
+    names: Mapping[int, str] | None = None,
 ) -> tuple[tuple[SpeakerTurn, ...], tuple[str, ...]]:
-    """Turns of every speaker column that speaks at all, labelled ``A``, ``B``, ... by first turn, sorted by
-    start time; and the labels in order."""
+    """Turns of every speaker column that speaks at all, labelled by ``names`` (column -> name) where given,
+    the other columns ``A``, ``B``, ... by first turn; sorted by start time; and the labels in order."""
+    turns, label_of = label_spans(turn_spans(binary, frame_step, frame_size, n_samples, rules), names)
+    return turns, tuple(label_of.values())
+
+
+def turn_spans(binary: F32, frame_step: int, frame_size: int, n_samples: int, rules: TurnRules = TurnRules()
+               ) -> list[tuple[int, int, int]]:
+    """(start sample, end sample, column) of every turn of every speaker column, gaps bridged."""
     offset = frame_size // 2 - frame_step // 2
     spans: list[tuple[int, int, int]] = []
     for g in range(binary.shape[1]):
@@ -69,9 +78,19 @@ def frames_to_turns(
         ]
         kept = bridge(samples, int(rules.min_gap_s * SAMPLE_RATE), int(rules.min_turn_s * SAMPLE_RATE))
         spans.extend((a, b, g) for a, b in kept if b > a)
+    return spans
+
+
+def label_spans(spans: list[tuple[int, int, int]], names: Mapping[int, str] | None = None
+                ) -> tuple[tuple[SpeakerTurn, ...], dict[int, str]]:
+    """Labelled turns sorted by start, and each speaking column's label in order of first turn (``names``
+    where given, else ``A``, ``B``, ... among the unnamed)."""
+    names = names or {}
     first: dict[int, int] = {}
+    label_of: dict[int, str] = {}
     for _a, _, g in sorted(spans):
-        first.setdefault(g, len(first))
-    labels = tuple(speaker_label(i) for i in range(len(first)))
-    turns = tuple(SpeakerTurn(a, b, labels[first[g]]) for a, b, g in sorted(spans, key=lambda s: (s[0], first[s[2]])))
-    return turns, labels
+        if g not in first:
+            first[g] = len(first)
+            label_of[g] = names.get(g) or speaker_label(sum(1 for h in label_of if h not in names))
+    turns = tuple(SpeakerTurn(a, b, label_of[g]) for a, b, g in sorted(spans, key=lambda s: (s[0], first[s[2]])))
+    return turns, label_of

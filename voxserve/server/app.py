@@ -25,7 +25,17 @@ from voxserve.backends.base import AsrRequest, DecodeOptions
 from voxserve.config import Settings
 from voxserve.errors import ModelUnavailable, VoxserveError
 from voxserve.jobs import JobRunner, JobStore
-from voxserve.server import http_asr, http_diarize, http_jobs, http_misc, http_tts, http_web, ws_realtime, ws_tts
+from voxserve.server import (
+    http_asr,
+    http_diarize,
+    http_jobs,
+    http_misc,
+    http_tts,
+    http_voices,
+    http_web,
+    ws_realtime,
+    ws_tts,
+)
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError, error_response
 from voxserve.server.metrics import Metrics
@@ -61,7 +71,7 @@ def create_app(settings: Settings, vox: Voxserve | None = None) -> FastAPI:
     from voxserve.server.ws_conversation import conversation_handler
 
     ctx.extras.setdefault("realtime_conversation", conversation_handler)  # GET /v1/realtime without intent
-    for module in (http_misc, http_asr, http_diarize, http_jobs, http_tts, ws_realtime, ws_tts):
+    for module in (http_misc, http_asr, http_diarize, http_jobs, http_tts, http_voices, ws_realtime, ws_tts):
         app.include_router(module.router)
     http_web.install(app)  # the web page at / (static files under /web)
     # Errors are mapped here, once, for every route: the documented error for domain errors, a 500 without

@@ -15,6 +15,7 @@ from voxserve.languages import PER_SEGMENT, language_code
 from voxserve.pipelines.vad import VadParams
 from voxserve.server.context import context
 from voxserve.server.errors import HttpError
+from voxserve.server.known_speaker_fields import MAX_REFERENCE_BYTES, NAMES, REFERENCES, check_known_fields
 from voxserve.server.model_names import asr_model
 from voxserve.subtitles import DEFAULT_SUBTITLES, SubtitleOptions
 from voxserve.text.keyterms import parse_keyterms
@@ -58,11 +59,14 @@ class TranscriptionForm:
 @dataclass(frozen=True)
 class SpeakerFields:
     """Diarization fields (voxserve extension): ``diarize=true`` or ``response_format=diarized_json``,
-    optional ``num_speakers`` / ``min_speakers`` / ``max_speakers``."""
+    optional ``num_speakers`` / ``min_speakers`` / ``max_speakers``; OpenAI's ``known_speaker_names[]`` with
+    ``known_speaker_references[]`` (data URLs; none: enrolled voices of the server's library)."""
 
     num_speakers: int | None = None
     min_speakers: int | None = None
     max_speakers: int | None = None
+    known_names: tuple[str, ...] = ()
+    known_references: tuple[str, ...] = ()
 
 
 def _invalid(param: str, message: str) -> HttpError:
@@ -109,10 +113,12 @@ def _count(form: FormData, name: str) -> int | None:
 
 def speaker_fields(form: FormData, required: bool = False) -> SpeakerFields | None:
     """The diarization fields, or None when the request does not ask for speakers."""
-    wanted = required or _bool(form, "diarize") or _text(form, "response_format") == "diarized_json"
+    names, references = check_known_fields(_values(form, NAMES), _values(form, REFERENCES))
+    wanted = required or _bool(form, "diarize") or _text(form, "response_format") == "diarized_json" or names
     if not wanted:
         return None
-    return SpeakerFields(_count(form, "num_speakers"), _count(form, "min_speakers"), _count(form, "max_speakers"))
+    return SpeakerFields(_count(form, "num_speakers"), _count(form, "min_speakers"), _count(form, "max_speakers"),
+                         names, references)
 
 
 def _logprobs_included(form: FormData) -> bool:
@@ -137,7 +143,8 @@ def _granularities(form: FormData) -> tuple[str, ...]:
 async def parse_form(request: Request) -> tuple[FormData, UploadFile]:
     """The multipart form and its uploaded ``file`` (spooled to disk by the parser, not held in memory)."""
     try:
-        form = await request.form(max_files=1, max_fields=64)
+        # text fields up to the largest reference data URL (known_speaker_references[])
+        form = await request.form(max_files=1, max_fields=64, max_part_size=MAX_REFERENCE_BYTES * 4 // 3 + 1024)
     except HttpError:
         raise
     except Exception as exc:  # noqa: BLE001 - any parser failure is the client's malformed body

@@ -19,6 +19,7 @@ from voxserve.pipelines.long_asr import LongAsrOptions
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import HttpError, error_response
 from voxserve.server.forms import TranscriptionForm, TranscriptionRequest, read_form
+from voxserve.server.known_speaker_fields import known_speakers
 from voxserve.subtitles import SubtitleOptions
 from voxserve.types import Transcript
 
@@ -94,7 +95,8 @@ async def transcribe_source(
         return await ctx.vox.atranscribe(source, options, model=req.model, on_text=on_text, progress=progress)
     sp = req.speakers
     diarize = ctx.vox.diarize_options(num_speakers=sp.num_speakers, min_speakers=sp.min_speakers,
-                                      max_speakers=sp.max_speakers, max_duration_s=max_audio_s)
+                                      max_speakers=sp.max_speakers, max_duration_s=max_audio_s,
+                                      known_speakers=await known_speakers(ctx, sp.known_names, sp.known_references))
     return await ctx.vox.atranscribe(source, options, speakers=diarize, model=req.model, progress=progress)
 
 

@@ -13,6 +13,7 @@ from voxserve.server.context import context
 from voxserve.server.errors import HttpError
 from voxserve.server.forms import parse_form, speaker_fields
 from voxserve.server.http_asr import require_ready
+from voxserve.server.known_speaker_fields import known_speakers
 
 router = APIRouter()
 
@@ -20,7 +21,8 @@ router = APIRouter()
 @router.post("/v1/audio/diarization")
 async def diarization(request: Request) -> Response:
     """Multipart ``file`` plus optional ``num_speakers``, ``min_speakers``, ``max_speakers`` and
-    ``response_format`` (``json``, default, or ``rttm``)."""
+    ``response_format`` (``json``, default, or ``rttm``); ``known_speaker_names[]`` and
+    ``known_speaker_references[]`` name the speakers whose voices match."""
     ctx = context(request)
     require_ready(ctx)
     with ctx.limiter.hold(ctx.client(request)):
@@ -31,8 +33,9 @@ async def diarization(request: Request) -> Response:
                             param="response_format")
         sp = speaker_fields(form, required=True)
         assert sp is not None
+        known = await known_speakers(ctx, sp.known_names, sp.known_references)
         options = ctx.vox.diarize_options(num_speakers=sp.num_speakers, min_speakers=sp.min_speakers,
-                                          max_speakers=sp.max_speakers,
+                                          max_speakers=sp.max_speakers, known_speakers=known,
                                           max_duration_s=ctx.settings.server.max_sync_audio_s)
         try:
             result = await ctx.vox.adiarize(upload.file, options)
