@@ -3,7 +3,7 @@ duration (broadcast practice: about 42 characters a line, 2 lines, 7 s).
 
 Pure functions on the types, used by the srt and vtt writers of :mod:`voxserve.formats`. Cues break between
 words (a word is never split), preferring the end of a sentence, then a clause, then a pause, and the longer
-cue; a pause of :data:`LONG_PAUSE_S` or a sentence end followed by :data:`SENTENCE_PAUSE_S` always ends a cue.
+cue, and not leaving under half a line alone before a phrase ends; a pause of :data:`LONG_PAUSE_S` or a sentence end followed by :data:`SENTENCE_PAUSE_S` always ends a cue.
 A cue never holds two speakers. Each cue keeps its words' timing: it starts at its first word's start and
 ends at its last word's end. Bounds give way only to a single word: a word wider than a line gets a line of
 its own, and a word longer than the duration bound a cue of its own.
@@ -27,9 +27,9 @@ LONG_PAUSE_S = 1.5
 SENTENCE_PAUSE_S = 0.4
 """A sentence end followed by a silence this long ends a cue."""
 _SENTENCE_ENDS = (".", "?", "!", "…", "。", "？", "！")
-_ORPHAN_PENALTY = 0.6
-_FULL_PAUSE_S = 0.8  # a pause this long weighs almost as much as a sentence end
 _CLAUSE_ENDS = (",", ";", ":", "—", "–", "、", "，", "；", "：")
+_FULL_PAUSE_S = 0.8  # a pause this long weighs almost as much as a sentence end
+_ORPHAN_PENALTY = 0.6  # outweighs the fill a break gains by leaving a word or two to the next cue
 _LIMITS = {"max_line_width": (8, 200), "max_line_count": (1, 10)}
 _DURATION_LIMITS = (0.5, 60.0)
 
