@@ -175,6 +175,7 @@ class Diarizer:
                               progress: ProgressHook | None = None) -> DiarizedVoices:
         """:meth:`run`, with each speaker's centroid embedding (to compare with enrolled voices)."""
         options.validate()
+        check_known(options.known_speakers, self.embedder.info.name, self.embedder.info.dim)
         clock = _Clock(progress)
         audio = await self._decode(source, options)
         clock.total_s = len(audio) / SAMPLE_RATE
@@ -266,7 +267,6 @@ class Diarizer:
     def _names(self, centroids: Float32Array, known: tuple[KnownSpeaker, ...]) -> dict[int, str]:
         if not known:
             return {}
-        check_known(known, self.embedder.info.name, self.embedder.info.dim)
         sims = similarities(centroids, known)
         return match_names(sims, [k.name for k in known], self.params.naming_threshold)
 
