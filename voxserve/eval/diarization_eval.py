@@ -1,7 +1,10 @@
-"""DER and JER of the diarization pipeline over a corpus of audio files with RTTM references.
+"""DER, JER and the speaker-count error of the diarization pipeline over a corpus of audio files with RTTM
+references.
 
 Every file is scored over its whole duration with overlapped speech, at collar 0 and at a 0.25 s collar
-(each side of every reference boundary); pooled DER sums errors and reference speech over files.
+(each side of every reference boundary); pooled DER sums errors and reference speech over files. The
+speaker-count error of a file is its hypothesis speakers minus its reference speakers; pooled, the mean of
+its absolute value.
 """
 
 from __future__ import annotations
@@ -33,6 +36,11 @@ class FileDer:
     jer: float
     stages: tuple[tuple[str, float], ...]
 
+    @property
+    def count_error(self) -> int:
+        """Hypothesis speakers minus reference speakers."""
+        return self.hyp_speakers - self.ref_speakers
+
 
 @dataclass(frozen=True)
 class DiarizationEvaluation:
@@ -44,6 +52,16 @@ class DiarizationEvaluation:
     def pooled(self, collar_s: float) -> DerScore:
         """Total errors over total reference speech at one collar."""
         return pooled(f.der[collar_s] for f in self.files)
+
+    @property
+    def mean_abs_count_error(self) -> float:
+        """Mean over files of |hypothesis speakers - reference speakers|."""
+        return sum(abs(f.count_error) for f in self.files) / len(self.files) if self.files else 0.0
+
+    @property
+    def mean_jer(self) -> float:
+        """Mean over files of the Jaccard error rate (collar 0)."""
+        return sum(f.jer for f in self.files) / len(self.files) if self.files else 0.0
 
     @property
     def audio_s(self) -> float:
@@ -104,20 +122,20 @@ async def evaluate_diarization(
 
 
 def format_report(ev: DiarizationEvaluation) -> str:
-    """A plain-text table: per-file DER (both collars, with miss / false alarm / confusion), JER, speakers,
-    then the pooled DER and the speed."""
-    lines = [f"{'file':<24} {'dur s':>6} {'ref':>3} {'hyp':>3} {'DER%':>6} {'DER25%':>6} "
+    """A plain-text table: per-file DER (both collars, with miss / false alarm / confusion), JER, speakers
+    and the count error, then the pooled DER, mean JER, mean absolute count error and the speed."""
+    lines = [f"{'file':<24} {'dur s':>6} {'ref':>3} {'hyp':>3} {'n err':>5} {'DER%':>6} {'DER25%':>6} "
              f"{'miss':>5} {'fa':>5} {'conf':>5} {'JER%':>6}"]
     for f in ev.files:
         d0, d25 = f.der[0.0], f.der[0.25]
         lines.append(f"{f.name[:24]:<24} {f.duration_s:6.1f} {f.ref_speakers:3d} {f.hyp_speakers:3d} "
-                     f"{100 * d0.der:6.1f} {100 * d25.der:6.1f} {d25.missed:5.2f} {d25.false_alarm:5.2f} "
-                     f"{d25.confusion:5.2f} {100 * f.jer:6.1f}")
+                     f"{f.count_error:+5d} {100 * d0.der:6.1f} {100 * d25.der:6.1f} {d25.missed:5.2f} "
+                     f"{d25.false_alarm:5.2f} {d25.confusion:5.2f} {100 * f.jer:6.1f}")
     for collar in COLLARS:
         p = ev.pooled(collar)
         lines.append(f"pooled DER (collar {collar:.2f} s, overlap scored) {100 * p.der:.1f}% over {p.total:.1f} s "
                      f"of speech (miss {p.missed:.1f} s, false alarm {p.false_alarm:.1f} s, confusion {p.confusion:.1f} s)")
-    jer = sum(f.jer for f in ev.files) / len(ev.files) if ev.files else 0.0
-    lines.append(f"mean JER (collar 0) {100 * jer:.1f}%; {ev.audio_s:.1f} s of audio in {ev.wall_s:.2f} s "
-                 f"(speed {ev.rtfx:.1f}x real time)")
+    lines.append(f"mean JER (collar 0) {100 * ev.mean_jer:.1f}%; speaker-count error: mean |hyp - ref| "
+                 f"{ev.mean_abs_count_error:.2f} over {len(ev.files)} files")
+    lines.append(f"{ev.audio_s:.1f} s of audio in {ev.wall_s:.2f} s (speed {ev.rtfx:.1f}x real time)")
     return "\n".join(lines)
