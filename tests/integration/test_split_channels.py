@@ -57,6 +57,19 @@ def test_library_splits_channels_and_labels_them(vox: Voxserve, call: Path) -> N
     assert {c.voice for c in vtt.captions} == {"channel_0", "channel_1"}
 
 
+@pytest.mark.parametrize("leak_db", [-15.0, -6.0])
+def test_a_louder_leak_is_still_transcribed_once(vox: Voxserve, tmp_path: Path, leak_db: float) -> None:
+    """Past the level rule (10 dB), the same words on the quieter channel at the same time are the leak."""
+    check_call(vox.transcribe(write_call(tmp_path / "call.wav", leak_db), split_channels=True))
+
+
+def test_talking_at_once_stays_on_both_channels(vox: Voxserve, tmp_path: Path) -> None:
+    """The reader (12 dB quieter than JFK) starts 3 s into JFK: real overlap, not leak, so neither side loses
+    its words to the other."""
+    t = vox.transcribe(write_call(tmp_path / "overlap.wav", reader_at_s=3.0), split_channels=True)
+    assert jfk_wer(channel_text(t, 0)) <= 0.1 and reader_wer(channel_text(t, 1)) <= 0.1, t.text
+
+
 def test_mono_is_channel_0_and_speakers_are_refused(vox: Voxserve, data_dir: Path) -> None:
     mono = vox.transcribe(data_dir / "mfa_ls_61-70968-0000.flac", split_channels=True)
     assert {s.speaker for s in mono.segments} == {"channel_0"} and reader_wer(mono.text) <= 0.1

@@ -1,19 +1,22 @@
 """Calls recorded with one speaker a channel: cross-talk suppression before recognition, and the channels'
 transcripts merged by time afterwards, each channel a speaker (``channel_0``, ``channel_1``, ...).
 
-Each channel of a call also carries the other speakers, leaked in at a low level (headset bleed, a shared
+Each channel of a call also carries the other speakers, leaked in at a lower level (headset bleed, a shared
 room, the line's echo). Recognised on its own, a channel would repeat their words. So the channels are
 compared frame by frame (20 ms, levels held over :data:`HOLD_S` so a word's quiet syllables count as the
 word): where a channel is :data:`CROSSTALK_DB` or more below the loudest channel, what it holds there is the
-other speaker's leak and is silenced before recognition; and a recognised word is kept only on a channel
-within :data:`CROSSTALK_DB` of the loudest over the word's span (what the silencing left of a leak at its
-edges goes). Speech on two channels at once at similar levels (real overlap) stays on both. A channel that
+other speaker's leak and is silenced before recognition. After it, a recognised word is dropped from a
+channel :data:`CROSSTALK_DB` below the loudest over the word's span (what the silencing left of a leak at its
+edges), and from a channel where a louder channel has the same word at the same time (within
+:data:`ECHO_SLACK_S`: a leak loud enough to pass the level rule, as close as -6 dB). Different speech on two
+channels at once at similar levels (real overlap) stays on both. A channel that
 repeats an earlier one (a mono recording stored as stereo: what differs is :data:`SAME_CHANNEL_DB` or more
 below the signal) is not transcribed again.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -34,10 +37,14 @@ from voxserve.types import (
     Word,
 )
 
-CROSSTALK_DB = 15.0
-"""A channel this many dB below the loudest channel holds only the other speakers' leak there."""
+CROSSTALK_DB = 18.0
+"""A channel this many dB below the loudest channel holds only the other speakers' leak there (a party
+recorded 12 dB quieter than the other, talking at once, is still heard; louder leaks go by the echo rule)."""
 HOLD_S = 0.2
 """Each frame's level is the loudest within this many seconds around it."""
+ECHO_SLACK_S = 0.3
+"""The same word on two channels within this many seconds is one word heard twice."""
+_LONGEST_WORD = 10 * SAMPLE_RATE  # how far back a word overlapping a time may start
 SAME_CHANNEL_DB = -20.0
 """A channel whose difference from an earlier channel is this far below that channel's level repeats it."""
 FRAME_SAMPLES = 320
@@ -63,7 +70,7 @@ def distinct_channels(audio: Float32Array) -> list[int]:
 
 
 def frame_levels(audio: Float32Array) -> npt.NDArray[np.float64]:
-    """Per channel and 20 ms frame, the RMS level in dBFS held over :data:`HOLD_S` (a (channels, frames) array
+    """Per channel and 20 ms frame, the RMS level in dB held over :data:`HOLD_S` (a (channels, frames) array
     for (channels, samples) audio; the last partial frame counts as a frame)."""
     channels, n = audio.shape
     frames = -(-n // FRAME_SAMPLES)
@@ -115,12 +122,13 @@ def merge_channels(transcripts: Sequence[Transcript], audio: Float32Array, chann
     and the channel's speaker label (words too), words of another channel's leak dropped (see the module),
     and the channels' speech as speaker turns."""
     levels = frame_levels(audio[list(channels)])
+    heard = [_Heard(t.words) for t in transcripts]
     language = next((t.language for t in transcripts if t.text), transcripts[0].language)
     segments: list[Segment] = []
     for row, (channel, t) in enumerate(zip(channels, transcripts, strict=True)):
         label = channel_label(channel)
         for seg in t.segments:
-            kept = _own_words(seg, row, levels, label, t.language)
+            kept = _own_words(seg, row, levels, heard, label, t.language)
             if kept is not None:
                 segments.append(replace(kept, speaker=label, channel=channel))
     segments.sort(key=lambda s: (s.start, s.channel or 0))
@@ -140,14 +148,35 @@ def merge_channels(transcripts: Sequence[Transcript], audio: Float32Array, chann
     )
 
 
-def _own_words(seg: Segment, row: int, levels: npt.NDArray[np.float64], label: str,
+class _Heard:
+    """One channel's recognised words, found by time and text."""
+
+    def __init__(self, words: Sequence[Word]) -> None:
+        timed = sorted((w.start, w.end, _key(w.text)) for w in words)
+        self.starts = [w[0] for w in timed]
+        self.words = timed
+
+    def says(self, key: str, start: int, end: int) -> bool:
+        """Whether this channel has the word ``key`` within :data:`ECHO_SLACK_S` of [start, end)."""
+        slack = round(ECHO_SLACK_S * SAMPLE_RATE)
+        lo = bisect.bisect_left(self.starts, start - slack - _LONGEST_WORD)
+        hi = bisect.bisect_right(self.starts, end + slack)
+        return any(k == key and e > start - slack for _, e, k in self.words[lo:hi])
+
+
+def _key(text: str) -> str:
+    return "".join(c for c in text.lower() if c.isalnum())
+
+
+def _own_words(seg: Segment, row: int, levels: npt.NDArray[np.float64], heard: Sequence[_Heard], label: str,
                language: str) -> Segment | None:
-    """The segment with its speaker on its words and without the words another channel is much louder in
-    (``row``: the channel's row of ``levels``; None when no word is left; an untimed segment is judged over
-    its whole span)."""
+    """The segment with its speaker on its words and without the other channels' leak (``row``: the channel's
+    row of ``levels`` and ``heard``; None when no word is left; an untimed segment is judged by level over its
+    whole span)."""
     if not seg.words:
         return seg if _heard_here(seg.start, seg.end, row, levels) and seg.text else None
-    words = [replace(w, speaker=label) for w in seg.words if _heard_here(w.start, w.end, row, levels)]
+    words = [replace(w, speaker=label) for w in seg.words
+             if _heard_here(w.start, w.end, row, levels) and not _echo(w, row, levels, heard)]
     if not words:
         return None
     if len(words) == len(seg.words):
@@ -156,11 +185,26 @@ def _own_words(seg: Segment, row: int, levels: npt.NDArray[np.float64], label: s
                    words=tuple(words))
 
 
-def _heard_here(start: int, end: int, row: int, levels: npt.NDArray[np.float64]) -> bool:
+def _span_levels(start: int, end: int, levels: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Each channel's mean level over [start, end)."""
     a = min(start // FRAME_SAMPLES, levels.shape[1] - 1)
     b = max(a + 1, min(-(-end // FRAME_SAMPLES), levels.shape[1]))
-    span = levels[:, a:b].mean(axis=1)  # the word's mean level on each channel
+    return np.asarray(levels[:, a:b].mean(axis=1), dtype=np.float64)
+
+
+def _heard_here(start: int, end: int, row: int, levels: npt.NDArray[np.float64]) -> bool:
+    span = _span_levels(start, end, levels)
     return bool(span[row] > span.max() - CROSSTALK_DB)
+
+
+def _echo(w: Word, row: int, levels: npt.NDArray[np.float64], heard: Sequence[_Heard]) -> bool:
+    """Whether a louder channel has the same word at the same time: the word is that channel's, leaked here."""
+    key = _key(w.text)
+    if not key:
+        return False
+    span = _span_levels(w.start, w.end, levels)
+    return any(other != row and span[other] > span[row] and h.says(key, w.start, w.end)
+               for other, h in enumerate(heard))
 
 
 def _join(words: Sequence[Word], language: str) -> str:
