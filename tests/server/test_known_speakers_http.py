@@ -5,6 +5,7 @@ references, on real AMI voices (tests/voices.py)."""
 from __future__ import annotations
 
 import base64
+import time
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,16 @@ def test_voice_library_enroll_list_use_delete(live: LiveServer) -> None:
     assert [v["name"] for v in httpx.get(voices).json()["data"]] == ["MEE068"]
     r = _diarize(live, meeting_wav((0, 3)), {"known_speaker_names[]": ["MEE009"]})
     assert r.status_code == 422 and r.json()["error"]["param"] == "known_speaker_names"
+
+
+def test_a_job_keeps_its_known_speakers(live: LiveServer, refs: dict[str, Any]) -> None:
+    job = httpx.post(live.url + "/v1/jobs", files={"file": ("short.wav", meeting_wav((0, 3)))},
+                     data={"response_format": "diarized_json", **refs}, timeout=60)
+    assert job.status_code in (200, 201, 202), job.text
+    deadline = time.monotonic() + 300
+    while (status := httpx.get(f"{live.url}/v1/jobs/{job.json()['id']}").json()["status"]) != "succeeded":
+        assert status not in ("failed", "cancelled") and time.monotonic() < deadline, status
+        time.sleep(0.5)
+    result = httpx.get(f"{live.url}/v1/jobs/{job.json()['id']}/result", timeout=30).json()
+    labels = {s["speaker"] for s in result["segments"]}
+    assert "MEE009" in labels and not labels & {"MEO069", *ABSENT_ENROLLED}
