@@ -49,6 +49,12 @@ def test_transcription_through_the_openai_client(client: Any, refs: dict[str, An
     d = raw.http_response.json()
     labels = {s["speaker"] for s in d["segments"]}
     assert "MEE009" in labels and not labels & {"MEO069", *ABSENT_ENROLLED} and labels - {"MEE009"}
+    # the SDK's own parameters (openai >= 3.x): the typed diarized result carries the names
+    typed = client.audio.transcriptions.create(
+        model="gpt-4o-transcribe-diarize", file=("short.wav", meeting_wav((0, 3))), response_format="diarized_json",
+        known_speaker_names=["MEE009", "MEE068"],
+        known_speaker_references=refs["known_speaker_references[]"][::2])  # MEE009's and MEE068's clips
+    assert {seg.speaker for seg in typed.segments} == labels
 
 
 def test_bad_references_get_422_with_the_param(live: LiveServer) -> None:
@@ -63,6 +69,9 @@ def test_bad_references_get_422_with_the_param(live: LiveServer) -> None:
         ({"known_speaker_names[]": ["A"], "known_speaker_references[]": [short]}, "known_speaker_references"),
         ({"known_speaker_names[]": ["A"], "known_speaker_references[]": ["http://x/a.wav"]}, "known_speaker_references"),
     ]
+    r = httpx.post(live.url + "/v1/audio/transcriptions", files={"file": ("a.wav", audio)},
+                   data={"known_speaker_names[]": ["MEE009"], "split_channels": "true"}, timeout=60)
+    assert r.status_code == 422 and r.json()["error"]["param"] == "known_speaker_names", r.text
     for data, param in cases:
         for url in ("/v1/audio/diarization", "/v1/audio/transcriptions"):
             r = httpx.post(live.url + url, files={"file": ("a.wav", audio)},

@@ -172,6 +172,9 @@ async def read_form(request: Request, task: Task, formats: tuple[str, ...] = RES
     allowed = _allowed_languages(form)
     if allowed and language not in (None, PER_SEGMENT):
         raise _invalid("allowed_languages", "allowed_languages restricts a detected language; omit 'language'")
+    speakers = speaker_fields(form)
+    if speakers is not None and speakers.known_names and _bool(form, "split_channels"):
+        raise _invalid(NAMES, "split_channels labels speakers by channel: not with known speakers")
     ctx = context(request)
     model = asr_model(ctx.settings, model_name)
     ctx.check_model(model)  # a registered name, never a path on the server
@@ -185,7 +188,7 @@ async def read_form(request: Request, task: Task, formats: tuple[str, ...] = RES
         granularities=_granularities(form),
         stream=_bool(form, "stream"),
         task=task,
-        speakers=speaker_fields(form),
+        speakers=speakers,
         vad=chunking_strategy(_text(form, "chunking_strategy")),
         logprobs=_logprobs_included(form),
         subtitles=subtitle_fields(form),
