@@ -190,12 +190,11 @@ def pairs(files: Sequence[FileNaming]) -> tuple[list[float], list[float]]:
 
 
 def zero_false_threshold(files: Sequence[FileNaming]) -> float:
-    """The lowest threshold (0.01 steps) at which no voice takes a wrong name."""
-    _, different = pairs(files)
-    for t in np.arange(0.5, 1.0, 0.01):
-        if score_naming(files, float(t)).false_voices == 0:
-            return round(float(t), 2)
-    return 1.0 if different else 0.5
+    """The lowest threshold (0.01 steps from 0) at which no voice takes a wrong name."""
+    for step in range(100):
+        if score_naming(files, step / 100).false_voices == 0:
+            return step / 100
+    return 1.0
 
 
 def format_naming_report(files: Sequence[FileNaming], threshold: float) -> str:
