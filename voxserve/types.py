@@ -203,6 +203,21 @@ class Transcript:
         return self.duration_s / self.stats.wall_s if self.stats.wall_s > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class SpokenWord:
+    """A word of synthesized speech and when it is heard.
+
+    Attributes:
+        text: the word as spoken (after text normalisation: "doctor" for "Dr.").
+        start_s: when it starts, in seconds of audio since the start of the stream.
+        end_s: when it ends.
+    """
+
+    text: str
+    start_s: float
+    end_s: float
+
+
 @dataclass(frozen=True, eq=False)
 class SynthesisChunk:
     """A piece of synthesized speech, in stream order.
@@ -215,6 +230,8 @@ class SynthesisChunk:
         text_start: offset of the first character of the text this audio speaks, in all text pushed so far.
         text_end: offset one past its last character.
         text: the segment of input text that this chunk belongs to.
+        words: the words that start in this chunk's audio, with their times (from the voice's own durations;
+            empty for voices that do not give them).
     """
 
     audio: npt.NDArray[np.float32] | npt.NDArray[np.int16]
@@ -224,6 +241,7 @@ class SynthesisChunk:
     text_start: int
     text_end: int
     text: str = ""
+    words: tuple[SpokenWord, ...] = ()
 
     @property
     def num_samples(self) -> int:

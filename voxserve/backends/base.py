@@ -327,11 +327,28 @@ class FrameBlock:
     """Decoder input frames from an acoustic model: latents or codec codes, frames on the last axis.
 
     ``end_of_unit`` closes the unit (a sentence) the frames belong to: units are decoded independently and
-    their audio is concatenated.
+    their audio is concatenated. ``words``: where each spoken word lies among the frames, when the model knows
+    (Piper: from its per-phoneme durations; empty otherwise).
     """
 
     frames: npt.NDArray[Any]
     end_of_unit: bool = True
+    words: tuple[FrameWord, ...] = ()
+
+
+@dataclass(frozen=True)
+class FrameWord:
+    """A spoken word's place among a :class:`FrameBlock`'s frames (from the model's own durations).
+
+    Attributes:
+        text: the word as spoken (after normalisation: "doctor", not "Dr.").
+        start_frame: the block's frame where the word starts.
+        end_frame: one past the block's frame where it ends.
+    """
+
+    text: str
+    start_frame: int
+    end_frame: int
 
 
 @runtime_checkable

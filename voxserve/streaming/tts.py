@@ -26,7 +26,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from voxserve.backends.base import FrameBlock, SpeechOptions
+from voxserve.backends.base import FrameBlock, FrameWord, SpeechOptions
 from voxserve.engine.tts_pool import AcousticRunner, LoadedVoice
 from voxserve.errors import BackendError, InvalidInput, VoxserveError
 from voxserve.streaming.tts_windows import Window, WindowParams, WindowPlanner
@@ -34,7 +34,7 @@ from voxserve.text.lexicon import EMPTY_LEXICON, Lexicon
 from voxserve.text.segment import SegmenterParams, TextSegment, TextSegmenter
 from voxserve.text.speakable import has_speech, to_speakable, without_controls
 from voxserve.text.ssml import Pause, SsmlPiece, as_document, parse_ssml, ssml_start
-from voxserve.types import Priority, SynthesisChunk
+from voxserve.types import Priority, SpokenWord, SynthesisChunk
 
 log = logging.getLogger(__name__)
 SampleFormat = Literal["float32", "int16"]
@@ -203,6 +203,7 @@ class _Pending:
     task: asyncio.Future[Any]
     window: Window
     unit: _Spoken
+    words: tuple[FrameWord, ...] = ()  # the block's words that start in the window's kept frames
 
 
 @dataclass
@@ -455,7 +456,9 @@ class TtsStream:
                 total = frames.shape[-1]
                 windows = planner.finish(total) if block.end_of_unit else planner.push(total)
                 for window in windows:
-                    await self._submit(voice, frames[..., window.start : window.end], window, unit, pending, slots)
+                    words = tuple(w for w in block.words if window.keep_start <= w.start_frame < window.keep_end)
+                    await self._submit(voice, frames[..., window.start : window.end], window, unit, pending, slots,
+                                       words)
                 if block.end_of_unit:
                     parts, planner = [], self._planner(params)
         await pending.put(_SegmentDone(segment))
@@ -482,6 +485,7 @@ class TtsStream:
         unit: _Spoken,
         pending: asyncio.Queue[Any],
         slots: asyncio.Semaphore,
+        words: tuple[FrameWord, ...],
     ) -> None:
         await slots.acquire()
         deadline = self._deadline()
@@ -489,7 +493,7 @@ class TtsStream:
         task = asyncio.ensure_future(voice.decoder.decode(np.ascontiguousarray(frames), self.options.priority, deadline))
         self._inflight.append(task)
         self.stats.windows += 1
-        await pending.put(_Pending(task, window, unit))
+        await pending.put(_Pending(task, window, unit, words))
 
     def _deadline(self) -> float:
         """When the listener needs the audio planned next (``time.monotonic()``): the shared batchers run the
@@ -543,22 +547,27 @@ class TtsStream:
                 loud = np.flatnonzero(np.abs(kept) >= QUIET)
                 await self._put_silence(max(0, held - (int(loud[0]) if len(loud) else len(kept))), silence.at)
                 silence, held = None, 0
-            await self._put_chunk(kept, item.unit.segment)
+            first = item.window.keep_start
+            words = [(w.text, (w.start_frame - first) * spf, (w.end_frame - first) * spf) for w in item.words]
+            await self._put_chunk(kept, item.unit.segment, words)
         if silence is not None:
             await self._put_silence(held, silence.at)
 
     async def _put_silence(self, samples: int, at: int) -> None:
         await self._put_chunk(np.zeros(samples, np.float32), TextSegment("", at, at, -1, False))
 
-    async def _put_chunk(self, samples: npt.NDArray[np.float32], segment: TextSegment) -> None:
+    async def _put_chunk(self, samples: npt.NDArray[np.float32], segment: TextSegment,
+                         words: list[tuple[str, int, int]] | None = None) -> None:
+        """Queue a chunk; ``words``: (text, start, end) in samples from the chunk's start."""
         if self.options.sample_format == "int16":
             data: npt.NDArray[Any] = np.clip(np.rint(samples * 32768.0), -32768, 32767).astype(np.int16)
         else:
             data = samples.astype(np.float32, copy=False)
         now = time.monotonic()
         stats = self.stats
-        chunk = SynthesisChunk(data, stats.sample_rate, self._sequence, self._next_sample, segment.start, segment.end,
-                               segment.text)
+        rate, at = stats.sample_rate, self._next_sample
+        timed = tuple(SpokenWord(text, (at + a) / rate, (at + b) / rate) for text, a, b in words or ())
+        chunk = SynthesisChunk(data, rate, self._sequence, at, segment.start, segment.end, segment.text, timed)
         if stats.first_audio_at is None:
             stats.first_audio_at = now
             if self._observer is not None and stats.ttfb_s is not None:

@@ -23,7 +23,7 @@ from voxserve.errors import InvalidInput, Overloaded
 from voxserve.streaming.tts import SpeakOptions, StreamStatus, TtsObserver, TtsStream, TtsStreamParams, TtsStreamStats
 from voxserve.text.lexicon import EMPTY_LEXICON, Lexicon
 from voxserve.text.speakable import has_speech
-from voxserve.types import Float32Array
+from voxserve.types import Float32Array, SpokenWord
 
 DEFAULT_PARAMS = TtsStreamParams()
 DEFAULT_OPTIONS = SpeakOptions()
@@ -38,12 +38,15 @@ class SynthesisResult:
         sample_rate: the voice's rate in Hz.
         voice: the voice's name.
         stats: the stream's timing (time to first audio, real-time factor, ...).
+        words: every spoken word with its start and end in seconds of ``audio`` (from the voice's own durations;
+            empty for voices that do not give them).
     """
 
     audio: Float32Array
     sample_rate: int
     voice: str
     stats: TtsStreamStats
+    words: tuple[SpokenWord, ...] = ()
 
     @property
     def duration_s(self) -> float:
@@ -154,9 +157,10 @@ class TtsService:
         async with self._open(voice, float_options, paced=False) as stream:  # the caller waits for all of it
             stream.push_text(text)
             stream.end_input()
-            parts = [chunk.audio async for chunk in stream]
-        audio = np.concatenate(parts).astype(np.float32) if parts else np.zeros(0, np.float32)
-        return SynthesisResult(audio, stream.stats.sample_rate, stream.stats.voice, stream.stats)
+            chunks = [chunk async for chunk in stream]
+        audio = np.concatenate([c.audio for c in chunks]).astype(np.float32) if chunks else np.zeros(0, np.float32)
+        words = tuple(w for c in chunks for w in c.words)
+        return SynthesisResult(audio, stream.stats.sample_rate, stream.stats.voice, stream.stats, words)
 
     async def _load(self, voice: str | None) -> LoadedVoice:
         return await self.executor.run(self.pool.voice, voice)

@@ -3,7 +3,9 @@
 A Piper voice is one ONNX graph: text encoder, duration predictor and flow produce latent frames
 (192 x frames, 256 samples each at 22.05 kHz), which the HiFi-GAN decoder turns into audio. The graph is cut
 once at the decoder's input (the tensor feeding ``dec.conv_pre``) with ``onnx.utils.extract_model``; the two
-parts are cached under ``cache_dir()/piper-split/<sha256 of the voice>/``.
+parts are cached under ``cache_dir()/piper-split/<sha256 of the voice>/``. The front part also outputs the
+duration predictor's frames per phoneme id (its ``Ceil``, VITS's ``w_ceil``), from which each block's words
+get their frames (:mod:`voxserve.backends.tts.piper_words`).
 
 Loudness: Piper scales every sentence to full scale after synthesis, which a streaming decoder cannot do
 (it does not know a sentence's peak before the end). Each voice instead gets one fixed gain, measured at
@@ -27,8 +29,9 @@ import numpy as np
 import numpy.typing as npt
 
 from voxserve.backends.asr.embedded import cache_dir
-from voxserve.backends.base import DecoderInfo, FrameBlock, SpeechOptions, VoiceInfo
+from voxserve.backends.base import DecoderInfo, FrameBlock, FrameWord, SpeechOptions, VoiceInfo
 from voxserve.backends.checks import check_frames
+from voxserve.backends.tts.piper_words import id_positions, text_words, word_spans
 from voxserve.errors import BackendError, ModelUnavailable, Unsupported
 from voxserve.types import Float32Array
 
@@ -82,7 +85,7 @@ def split_voice(model_path: Path) -> tuple[Path, Path]:
         ModelUnavailable: the ``onnx`` package is missing or the graph has no HiFi-GAN decoder input.
     """
     out = cache_dir() / "piper-split" / _sha256(model_path)[:32]
-    frontend, decoder = out / "frontend.onnx", out / "decoder.onnx"
+    frontend, decoder = out / "frontend-durations.onnx", out / "decoder.onnx"
     with _split_lock:
         if frontend.is_file() and decoder.is_file():
             return frontend, decoder
@@ -94,8 +97,10 @@ def split_voice(model_path: Path) -> tuple[Path, Path]:
         graph = onnx.load(str(model_path), load_external_data=False).graph
         split = _decoder_input(graph)
         inputs = [i.name for i in graph.input if i.name != split]
+        durations = [str(n.output[0]) for n in graph.node if n.op_type == "Ceil"][:1]
         out.mkdir(parents=True, exist_ok=True)
-        for target, ins, outs in ((frontend, inputs, [split]), (decoder, [split], [o.name for o in graph.output])):
+        parts = ((frontend, inputs, [split, *durations]), (decoder, [split], [o.name for o in graph.output]))
+        for target, ins, outs in parts:
             fd, tmp = tempfile.mkstemp(dir=out, suffix=".onnx.part")
             os.close(fd)
             try:
@@ -199,6 +204,7 @@ class PiperAcoustic:
         # Only the phonemizer of PiperVoice is used: it needs the config, not a session of the whole graph.
         self._phonemizer = PiperVoice(session=None, config=self._config)
         self._session = _session(path, config.threads, config.device)
+        self._timed = len(self._session.get_outputs()) > 1  # the front part outputs durations too
         self._voice = info
 
     @property
@@ -211,22 +217,35 @@ class PiperAcoustic:
         options.validate()
 
     def frames(self, text: str, options: SpeechOptions) -> Iterator[FrameBlock]:
-        """One block of (192, frames) latents per sentence that the phonemizer finds in ``text``."""
-        for phonemes in self._phonemizer.phonemize(text):
-            if phonemes:
-                yield FrameBlock(self.latents(self._phonemizer.phonemes_to_ids(phonemes), options), True)
+        """One block of (192, frames) latents per sentence that the phonemizer finds in ``text``, with the frames
+        of its words."""
+        sentences = [p for p in self._phonemizer.phonemize(text) if p]
+        id_map = self._config.phoneme_id_map
+        positions = [id_positions(p, id_map) for p in sentences]
+        spans = word_spans(text_words(text), sentences, positions, self._phonemizer.phonemize) if self._timed else None
+        for i, phonemes in enumerate(sentences):
+            latents, durations = self._run(self._phonemizer.phonemes_to_ids(phonemes), options)
+            words: tuple[FrameWord, ...] = ()
+            if spans is not None and durations is not None:
+                ends = np.cumsum(durations)
+                starts = ends - durations
+                words = tuple(FrameWord(w, int(starts[a]), int(ends[b - 1])) for w, a, b in spans[i])
+            yield FrameBlock(latents, True, words)
 
-    def latents(self, phoneme_ids: list[int], options: SpeechOptions) -> npt.NDArray[np.float32]:
-        """Run the front half of the graph on one sentence's phoneme ids."""
+    def _run(self, phoneme_ids: list[int], options: SpeechOptions) -> tuple[npt.NDArray[np.float32],
+                                                                              npt.NDArray[np.int64] | None]:
+        """Run the front half of the graph on one sentence's phoneme ids: latents and (when the graph gives
+        them) frames per phoneme id."""
         c = self._config
         scales = np.array([c.noise_scale, c.length_scale / options.speed, c.noise_w_scale], dtype=np.float32)
         ids = np.array([phoneme_ids], dtype=np.int64)
         try:
-            z = self._session.run(None, {"input": ids, "input_lengths": np.array([ids.shape[1]], dtype=np.int64),
-                                         "scales": scales})[0]
+            out = self._session.run(None, {"input": ids, "input_lengths": np.array([ids.shape[1]], dtype=np.int64),
+                                           "scales": scales})
         except Exception as exc:  # noqa: BLE001
             raise BackendError(f"Piper acoustic model failed: {exc}") from exc
-        return np.asarray(z[0], dtype=np.float32)
+        durations = np.asarray(out[1], dtype=np.int64).reshape(-1) if len(out) > 1 else None
+        return np.asarray(out[0][0], dtype=np.float32), durations
 
 
 def read_voice_config(model_path: Path, config_path: Path | None = None) -> dict[str, Any]:
