@@ -180,21 +180,27 @@ async def _voxserve_level(tts: TtsService, n: int, config: TtsBenchConfig) -> li
 
 
 def _baseline_level(voice: Any, n: int, config: TtsBenchConfig) -> list[Trace]:
+    return piper_traces(voice, _starts(n, config), [config.text] * n)
+
+
+def piper_traces(voice: Any, starts: list[float], texts: list[str]) -> list[Trace]:
+    """The baseline: ``texts[i]`` through ``PiperVoice.synthesize`` at ``starts[i]`` seconds from now, each
+    request on its own thread of a pool (one sentence per chunk)."""
     t0 = time.monotonic()
     rate = voice.config.sample_rate
 
-    def client(start: float) -> Trace:
+    def client(start: float, text: str) -> Trace:
         time.sleep(max(0.0, t0 + start - time.monotonic()))
         trace = Trace(time.monotonic())
         played = 0.0
-        for chunk in voice.synthesize(config.text):
+        for chunk in voice.synthesize(text):
             duration = len(chunk.audio_float_array) / rate
             trace.chunks.append((time.monotonic(), played, duration))
             played += duration
         return trace
 
-    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="piper-baseline") as pool:
-        return list(pool.map(client, _starts(n, config)))
+    with ThreadPoolExecutor(max_workers=max(1, len(starts)), thread_name_prefix="piper-baseline") as pool:
+        return list(pool.map(client, starts, texts))
 
 
 class TtsBench:

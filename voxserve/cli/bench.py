@@ -59,6 +59,10 @@ def _add_tts(bench_sub: Any) -> None:
     t.add_argument("--client-buffer-ms", type=float, default=250.0, help="jitter buffer of the buffered listener")
     t.add_argument("--refine", type=int, default=2, help="bisection steps after the first failing level")
     t.add_argument("--levels", help="run exactly these stream counts (e.g. 8,16) instead of searching")
+    t.add_argument("--rates", help="goodput mode: requests arriving at random (Poisson) at these rates per second "
+                   "(e.g. 2,4,8), one sentence each over HTTP, vs Piper per request at the same times")
+    t.add_argument("--seconds", type=float, default=30.0, help="goodput mode: how long requests arrive at each rate")
+    t.add_argument("--seed", type=int, default=0, help="goodput mode: seed of the arrival times and sentences")
     t.add_argument("--config", help="settings file (TOML or JSON)")
     t.add_argument("--json", help="write the report here")
     t.set_defaults(func=cmd_tts)
@@ -236,6 +240,8 @@ def cmd_tts(args: argparse.Namespace) -> int:
     from voxserve.bench.tts import PARAGRAPH, BatchSizes, TtsBench, TtsBenchConfig, format_tts_report
     from voxserve.config import load_settings
 
+    if args.rates:
+        return _cmd_tts_goodput(args)
     if args.streams < 1:
         raise InvalidInput("--streams must be at least 1")
     settings = load_settings(args.config, tts={"max_streams": 4096})
@@ -252,6 +258,30 @@ def cmd_tts(args: argparse.Namespace) -> int:
     finally:
         vox.close()
     print(format_tts_report(report))
+    if args.json:
+        write_report(args.json, report)
+    return 0
+
+
+def _cmd_tts_goodput(args: argparse.Namespace) -> int:
+    """``bench tts --rates``: first audio and gap-free streams under Poisson arrivals, over a loopback server."""
+    import tempfile
+
+    from voxserve.bench.tts_goodput import GoodputConfig, format_goodput, run_goodput
+    from voxserve.config import load_settings
+
+    try:
+        rates = tuple(float(r) for r in args.rates.split(",") if r.strip())
+    except ValueError:
+        raise InvalidInput(f"--rates must be comma-separated numbers, not {args.rates!r}") from None
+    config = GoodputConfig(rates=rates, seconds=args.seconds, voice=args.voice, seed=args.seed,
+                           client_buffer_s=args.client_buffer_ms / 1000.0)
+    config.validate()
+    with tempfile.TemporaryDirectory() as data_dir:
+        settings = load_settings(args.config, tts={"max_streams": 4096},
+                                 server={"data_dir": data_dir, "api_keys": (), "max_concurrent_per_key": 4096})
+        report = run_goodput(settings, config, log=lambda s: print(s, file=sys.stderr))
+    print(format_goodput(report))
     if args.json:
         write_report(args.json, report)
     return 0
