@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import time
 from pathlib import Path
@@ -36,6 +37,9 @@ def add_speak_command(sub: Any) -> None:
                    help="read the text as SSML even without a <speak> root (text starting with <speak> always is)")
     p.add_argument("--lexicon", help="pronunciations: a JSON object or word<TAB>respelling lines (over the "
                    "server's tts.lexicon_file)")
+    p.add_argument("--timestamps", nargs="?", const="", metavar="JSON",
+                   help="write the spoken words' start/end seconds as JSON (default: beside the audio, "
+                   "OUTPUT.words.json; with -o - give the path)")
     p.add_argument("--list-voices", action="store_true", help="list the available voices and exit")
     p.add_argument("--config", help="settings file (TOML or JSON)")
     p.add_argument("--quiet", action="store_true", help="no summary on stderr")
@@ -60,6 +64,17 @@ def _read_text(args: argparse.Namespace) -> str:
     return str(args.text)
 
 
+def _words_path(output: str, timestamps: str | None) -> Path | None:
+    """Where ``--timestamps`` writes the words (None: not asked)."""
+    if timestamps is None:
+        return None
+    if timestamps:
+        return Path(timestamps)
+    if output == "-":
+        raise InvalidInput("with -o - give --timestamps a path for the words", param="timestamps")
+    return Path(f"{output}.words.json")
+
+
 def cmd_speak(args: argparse.Namespace) -> int:
     """Synthesize and write the audio file."""
     vox = Voxserve(load_settings(args.config))
@@ -74,6 +89,7 @@ def cmd_speak(args: argparse.Namespace) -> int:
         if not args.output:
             raise InvalidInput("give an output file with -o (or -o - for stdout)", param="output")
         fmt = output_format(args.output, args.format)
+        words_path = _words_path(args.output, args.timestamps)
         text = _read_text(args)
         lexicon = Lexicon.load(args.lexicon, "lexicon") if args.lexicon else EMPTY_LEXICON
         options = SpeakOptions(speed=args.speed, priority=Priority.OFFLINE, ssml=True if args.ssml else None,
@@ -89,6 +105,9 @@ def cmd_speak(args: argparse.Namespace) -> int:
         sys.stdout.buffer.flush()
     else:
         Path(args.output).write_bytes(data)
+    if words_path is not None:
+        words = [{"word": w.text, "start": round(w.start_s, 3), "end": round(w.end_s, 3)} for w in result.words]
+        words_path.write_text(json.dumps({"words": words}, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     if not args.quiet:
         s = result.stats
         ttfb = f"{s.ttfb_s * 1000:.0f} ms" if s.ttfb_s is not None else "-"

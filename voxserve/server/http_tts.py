@@ -78,6 +78,26 @@ def _pronunciations(body: dict[str, Any]) -> dict[str, str]:
     return value
 
 
+INCLUDES = ("word_timestamps",)
+
+
+def wants_words(include: Any) -> bool:
+    """Whether an ``include`` (voxserve extension of speech requests and the speech socket's session) asks for
+    ``word_timestamps``.
+
+    Raises:
+        InvalidInput: (``param="include"``) not a list of known values.
+    """
+    if not isinstance(include, list) or not all(isinstance(v, str) and v in INCLUDES for v in include):
+        raise InvalidInput(f"include must be a list of: {', '.join(INCLUDES)}", param="include", code="invalid_value")
+    return "word_timestamps" in include
+
+
+def words_json(words: Any) -> list[dict[str, Any]]:
+    """Words as JSON: text and start/end seconds of the output audio."""
+    return [{"word": w.text, "start": round(w.start_s, 3), "end": round(w.end_s, 3)} for w in words]
+
+
 def _output_rate(body: dict[str, Any], default: int, voice_rate: int) -> int:
     """The rate the response is sent at: the request's ``sample_rate``, else the server's (OpenAI: 24 kHz)."""
     rate = body.get("sample_rate", default)
@@ -96,6 +116,7 @@ async def speech(request: Request) -> Response:
         hold.enter_context(ctx.limiter.hold(ctx.client(request)))
         body = await _body(request)
         text, voice, fmt, stream_format, speed = _speech_request(body)
+        timed = wants_words(body.get("include", []))
         tts = ctx.vox.tts()
         info = tts.voice_info(voice)
         rate = _output_rate(body, ctx.settings.tts.http_sample_rate, info.sample_rate)
@@ -110,7 +131,9 @@ async def speech(request: Request) -> Response:
         first = await _first_chunk(stream)  # errors before any byte is sent (malformed SSML) get a status code
         slot = hold.pop_all()  # released when the body ends, or the client goes away
         encoded = _encoded(_chunks(first, stream, slot), fmt, info.sample_rate, rate)
-        out = _sse(encoded) if stream_format == "sse" else (data async for data, _ in encoded)
+        if timed and stream_format == "audio":
+            return await _envelope(encoded, fmt, rate)
+        out = _sse(encoded, timed) if stream_format == "sse" else (data async for data, _, _ in encoded if data)
         media = "text/event-stream" if stream_format == "sse" else CONTENT_TYPES[fmt]
         return StreamingResponse(out, media_type=media, background=BackgroundTask(_finish, stream, slot),
                                  headers={"X-Voxserve-Voice": info.name, "X-Voxserve-Sample-Rate": str(rate),
@@ -145,9 +168,22 @@ async def _chunks(first: Any, stream: TtsStream, slot: ExitStack) -> AsyncIterat
         await _finish(stream, slot)
 
 
-async def _encoded(chunks: AsyncIterator[Any], fmt: str, voice_rate: int, rate: int) -> AsyncIterator[tuple[bytes, int]]:
+async def _envelope(encoded: AsyncIterator[tuple[bytes, int, Any]], fmt: str, rate: int) -> Response:
+    """A whole response with ``include``: JSON with the audio (base64, in ``fmt``) and the words."""
+    audio, words = bytearray(), []
+    async for data, _, chunk_words in encoded:
+        audio += data
+        words += words_json(chunk_words)
+    return JSONResponse({"audio": base64.b64encode(bytes(audio)).decode(), "format": fmt, "sample_rate": rate,
+                         "words": words})
+
+
+async def _encoded(
+    chunks: AsyncIterator[Any], fmt: str, voice_rate: int, rate: int
+) -> AsyncIterator[tuple[bytes, int, Any]]:
     """The response's bytes as they are ready, in ``fmt`` at ``rate`` (resampled once, here at the edge),
-    each with the number of output samples it adds."""
+    each with the number of output samples it adds and the words that start in the chunk it came from
+    (seconds, which resampling leaves as they are)."""
     resampler = StreamResampler(voice_rate, rate) if rate != voice_rate else None
     encoder = StreamEncoder(fmt, rate)
     async for chunk in chunks:
@@ -155,18 +191,21 @@ async def _encoded(chunks: AsyncIterator[Any], fmt: str, voice_rate: int, rate: 
         if resampler is not None:
             audio = resampler.push(audio)
         data = encoder.push(audio)
-        if data:
-            yield data, len(audio)
+        if data or chunk.words:
+            yield data, len(audio), chunk.words
     tail = resampler.flush() if resampler is not None else np.zeros(0, np.float32)
-    yield encoder.push(tail) + encoder.finish(), len(tail)
+    yield encoder.push(tail) + encoder.finish(), len(tail), ()
 
 
-async def _sse(encoded: AsyncIterator[tuple[bytes, int]]) -> AsyncIterator[bytes]:
+async def _sse(encoded: AsyncIterator[tuple[bytes, int, Any]], timed: bool = False) -> AsyncIterator[bytes]:
     """OpenAI's speech SSE: ``speech.audio.delta`` events (base64 audio in the requested format, at the
-    response's rate), then ``speech.audio.done``."""
+    response's rate), then ``speech.audio.done``; with ``timed`` a ``speech.audio.words`` event (voxserve
+    extension) goes before the delta that holds its words' first audio."""
     samples = 0
-    async for data, n in encoded:
+    async for data, n, words in encoded:
         samples += n
+        if timed and words:
+            yield f"data: {json.dumps({'type': 'speech.audio.words', 'words': words_json(words)})}\n\n".encode()
         if data:
             event = {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()}
             yield f"data: {json.dumps(event)}\n\n".encode()

@@ -1,11 +1,13 @@
 """WebSocket ``/v1/audio/speech/stream``: text pieces in (from an LLM, say), audio chunks out as they are made.
 
-Client events (JSON): ``session.update`` {voice, speed, binary, pronunciations}, ``text.append`` {text}, ``text.flush``
+Client events (JSON): ``session.update`` {voice, speed, binary, pronunciations, include}, ``text.append`` {text}, ``text.flush``
 (speak what is buffered even without a sentence end), ``text.done`` (end of this utterance's text) and
 ``cancel`` (stop the current utterance at once). Server events: ``session.created`` / ``session.updated``
 {voice, sample_rate}, ``audio`` {seq, audio (base64 PCM16 little-endian, mono), start_s, duration_s, text}
 (or, with ``binary: true``, the PCM16 bytes as a binary frame right after a JSON ``audio`` header without
 the ``audio`` field), ``done`` {audio_s, ttfb_ms} when an utterance is finished, ``cancelled`` and ``error``.
+With ``include: ["word_timestamps"]`` (voxserve extension) a ``speech.audio.words`` event {words: [{word, start,
+end}]} (seconds of the utterance's audio) goes right before the ``audio`` event its words start in.
 After ``done`` or ``cancelled`` the next ``text.append`` starts a new utterance on the same socket.
 An utterance whose text starts with ``<speak>`` is SSML: it is spoken from its ``text.done`` on (malformed SSML
 is an ``error`` event with ``param: input`` instead of audio).
@@ -25,6 +27,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from voxserve.errors import InvalidInput, Overloaded, VoxserveError
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import Close
+from voxserve.server.http_tts import wants_words, words_json
 from voxserve.server.realtime_protocol import ProtocolError, error_event, parse_message, server_event
 from voxserve.server.ws_realtime import authorize
 from voxserve.server.ws_session import MAX_ERRORS
@@ -54,6 +57,7 @@ class SpeechSession:
         self.speed = 1.0
         self.binary = False
         self.pronunciations: dict[str, str] = {}
+        self.words = False
         self.stream: TtsStream | None = None
         self.forwarder: asyncio.Task[None] | None = None
         self.errors = 0
@@ -150,7 +154,9 @@ class SpeechSession:
             raise ProtocolError("pronunciations must be an object of word -> respelling", code="invalid_value",
                                 param="pronunciations")
         SpeakOptions(pronunciations=pronunciations).validate()
+        words = wants_words(event["include"]) if "include" in event else self.words
         self.ctx.vox.tts().voice_info(voice)  # unknown voice -> InvalidInput
+        self.words = words
         self.voice, self.speed, self.binary, self.pronunciations = voice, float(speed), binary, pronunciations
 
     def _current(self) -> TtsStream:
@@ -174,6 +180,8 @@ class SpeechSession:
     async def _forward(self, stream: TtsStream) -> None:
         try:
             async for chunk in stream:
+                if self.words and chunk.words:
+                    await self.send(server_event("speech.audio.words", words=words_json(chunk.words)))
                 header = server_event("audio", seq=chunk.sequence, start_s=round(chunk.start_s, 3),
                                       duration_s=round(chunk.duration_s, 3), text=chunk.text)
                 if self.binary:
