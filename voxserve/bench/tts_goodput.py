@@ -73,6 +73,7 @@ class GoodputConfig:
         client_buffer_s: the buffer of the second player.
         slack_s: lateness below this does not count as a gap (0: strictly before the audio runs out).
         seed: for the arrival times and the sentences.
+        baseline: also run Piper per request (off: voxserve only, to compare settings quickly).
     """
 
     rates: tuple[float, ...] = (2.0, 4.0, 8.0)
@@ -81,6 +82,7 @@ class GoodputConfig:
     client_buffer_s: float = 0.25
     slack_s: float = 0.0
     seed: int = 0
+    baseline: bool = True
 
     def validate(self) -> None:
         """Raise :class:`InvalidInput` for rates or a duration that cannot run."""
@@ -184,9 +186,9 @@ def run_goodput(settings: Settings, config: GoodputConfig, log: Callable[[str], 
         for rate in config.rates:
             arrivals = poisson_arrivals(rate, config.seconds, config.seed)
             runs: dict[str, Callable[[], list[Trace]]] = {
-                "voxserve (HTTP)": partial(_voxserve_traces, server.url, arrivals, config.voice),
-                "piper-per-request": partial(piper_traces, baseline, arrivals.times, arrivals.texts),
-            }
+                "voxserve (HTTP)": partial(_voxserve_traces, server.url, arrivals, config.voice)}
+            if config.baseline:
+                runs["piper-per-request"] = partial(piper_traces, baseline, arrivals.times, arrivals.texts)
             for system, run in runs.items():
                 load_before, started = _loadavg(), time.monotonic()
                 traces = run()

@@ -63,6 +63,7 @@ def _add_tts(bench_sub: Any) -> None:
                    "(e.g. 2,4,8), one sentence each over HTTP, vs Piper per request at the same times")
     t.add_argument("--seconds", type=float, default=30.0, help="goodput mode: how long requests arrive at each rate")
     t.add_argument("--seed", type=int, default=0, help="goodput mode: seed of the arrival times and sentences")
+    t.add_argument("--no-baseline", action="store_true", help="goodput mode: voxserve only (to compare settings)")
     t.add_argument("--config", help="settings file (TOML or JSON)")
     t.add_argument("--json", help="write the report here")
     t.set_defaults(func=cmd_tts)
@@ -275,7 +276,7 @@ def _cmd_tts_goodput(args: argparse.Namespace) -> int:
     except ValueError:
         raise InvalidInput(f"--rates must be comma-separated numbers, not {args.rates!r}") from None
     config = GoodputConfig(rates=rates, seconds=args.seconds, voice=args.voice, seed=args.seed,
-                           client_buffer_s=args.client_buffer_ms / 1000.0)
+                           client_buffer_s=args.client_buffer_ms / 1000.0, baseline=not args.no_baseline)
     config.validate()
     with tempfile.TemporaryDirectory() as data_dir:
         settings = load_settings(args.config, tts={"max_streams": 4096},
