@@ -191,6 +191,7 @@ def test_speak_tab_streams_and_plays(page: Any, artifacts: Path) -> None:
     with page.expect_download() as info:
         page.click("#speak-save")
     assert Path(info.value.path()).read_bytes()[:4] == b"RIFF"
+    assert page.eval_on_selector_all("#speak-words span", "spans => spans.length") == 11  # timed words (SSE)
 
     page.check("input[name=speak-mode][value=ws]")  # word by word over the WebSocket
     page.click("#speak-go")

@@ -1,7 +1,7 @@
-// Speak tab: text -> audio as it is made. "All at once" posts to /v1/audio/speech (response_format pcm) and
-// plays the body while it streams; "word by word" sends the text in pieces over /v1/audio/speech/stream,
-// as an LLM would. Both show the time to first audio; word by word also highlights each word as it is heard
-// (the socket's speech.audio.words events: times from the voice's own durations).
+// Speak tab: text -> audio as it is made. "All at once" posts to /v1/audio/speech (pcm, as SSE) and
+// plays the deltas while they stream; "word by word" sends the text in pieces over /v1/audio/speech/stream,
+// as an LLM would. Both show the time to first audio and light each word while it is heard (speech.audio.words
+// events, with include: ["word_timestamps"]: times from the voice's own durations).
 
 import { apiFetch, describe, describeClose, describeErrorEvent, openSocket, UserError } from "./api.js";
 import { PcmPlayer, saveBlob, wavBlob } from "./audio.js";
@@ -138,14 +138,23 @@ class Synthesis {
     const response = await apiFetch("v1/audio/speech", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ model: "tts-1", input: this.text, voice: this.voice.id, response_format: "pcm", sample_rate: this.rate, speed: this.speed }),
+      body: JSON.stringify({ model: "tts-1", input: this.text, voice: this.voice.id, response_format: "pcm", sample_rate: this.rate,
+                             speed: this.speed, stream_format: "sse", include: ["word_timestamps"] }),
       signal: this.abort.signal,
     });
-    const reader = response.body.getReader();
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let pending = "";
     for (;;) {
       const { done, value } = await reader.read();
       if (done || this.stopped) break;
-      this.onAudio(value);
+      const events = (pending + value).split("\n\n");
+      pending = events.pop();
+      for (const event of events) {
+        if (!event.startsWith("data: ")) continue;
+        const ev = JSON.parse(event.slice(6));
+        if (ev.type === "speech.audio.words") this.onWords(ev.words);
+        else if (ev.type === "speech.audio.delta") this.onAudio(Uint8Array.from(atob(ev.audio), (c) => c.charCodeAt(0)));
+      }
     }
   }
 
