@@ -1,7 +1,8 @@
 """Deterministic fakes of the synthesis protocols, for tests of streaming, batching and scheduling.
 
 ``FakeAcoustic`` turns a text into frames whose values identify the text (so mixed-up streams show), one unit
-per ``|``-separated part, all at once or one frame at a time (like an LLM). ``FakeDecoder`` is convolutional
+per ``|``-separated part, all at once (with its words, timed by their characters) or one frame at a time (like
+an LLM). ``FakeDecoder`` is convolutional
 with a receptive field of one frame on each side (windowed decoding equals whole decoding with context >= 1)
 and records every batch it decoded.
 
@@ -11,6 +12,7 @@ text with nothing to say (whitespace, punctuation) gives none, and the decoder r
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import zlib
@@ -21,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from voxserve.backends.base import DecoderInfo, FrameBlock, SpeechOptions, VoiceInfo
+from voxserve.backends.base import DecoderInfo, FrameBlock, FrameWord, SpeechOptions, VoiceInfo
 from voxserve.backends.checks import check_frames
 from voxserve.errors import BackendError
 from voxserve.types import Float32Array
@@ -81,11 +83,17 @@ class FakeAcoustic:
                 continue
             frames = fake_frames(part, self.frames_per_char, options.speed)
             if not self.incremental:
-                yield FrameBlock(frames, True)
+                yield FrameBlock(frames, True, self._words(part, options.speed))
                 continue
             for t in range(frames.shape[1]):
                 yield FrameBlock(frames[:, t : t + 1], False)
             yield FrameBlock(frames[:, :0], True)
+
+    def _words(self, part: str, speed: float) -> tuple[FrameWord, ...]:
+        """Each word of ``part`` over the frames of its characters."""
+        scale = self.frames_per_char / speed
+        return tuple(FrameWord(m.group(0), round(m.start() * scale), round(m.end() * scale))
+                     for m in re.finditer(r"\w+", part))
 
 
 @dataclass
