@@ -65,6 +65,13 @@ def test_speak_cli_writes_the_words(tmp_path: Path, capsys: pytest.CaptureFixtur
     words = json.loads((tmp_path / "hi.wav.words.json").read_text())["words"]
     assert [w["word"] for w in words] == ["Rice", "is", "often", "served", "in", "round", "bowls"]
     assert all(a["end"] <= b["start"] for a, b in zip(words, words[1:], strict=False))
+    vtt = tmp_path / "hi.vtt"
+    assert main(["speak", "Rice is often served in round bowls.", "-o", str(out), "--timestamps", str(vtt),
+                 "--quiet"]) == 0
+    cue = vtt.read_text().split("\n\n")[1].splitlines()
+    assert cue[1] == "Rice is often served in round bowls", cue
+    start, end = (sum(float(x) * 60 ** i for i, x in enumerate(reversed(t.split(":")))) for t in cue[0].split(" --> "))
+    assert abs(start - words[0]["start"]) < 0.5 and abs(end - words[-1]["end"]) < 0.5  # sampled again: close
     assert main(["speak", "Hello.", "-o", "-", "--timestamps"]) == 2
     assert "timestamps" in capsys.readouterr().err
 

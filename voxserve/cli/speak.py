@@ -18,10 +18,12 @@ from voxserve.audio.encode import ENCODINGS, encode_audio
 from voxserve.cli.common import output_format
 from voxserve.config import load_settings
 from voxserve.errors import InvalidInput
+from voxserve.formats import to_vtt
 from voxserve.service import Voxserve
 from voxserve.streaming.tts import SpeakOptions
+from voxserve.streaming.tts_service import SynthesisResult
 from voxserve.text.lexicon import EMPTY_LEXICON, Lexicon
-from voxserve.types import Priority
+from voxserve.types import Priority, Segment, Transcript, Word, s_to_samples
 
 
 def add_speak_command(sub: Any) -> None:
@@ -37,9 +39,9 @@ def add_speak_command(sub: Any) -> None:
                    help="read the text as SSML even without a <speak> root (text starting with <speak> always is)")
     p.add_argument("--lexicon", help="pronunciations: a JSON object or word<TAB>respelling lines (over the "
                    "server's tts.lexicon_file)")
-    p.add_argument("--timestamps", nargs="?", const="", metavar="JSON",
+    p.add_argument("--timestamps", nargs="?", const="", metavar="PATH",
                    help="write the spoken words' start/end seconds as JSON (default: beside the audio, "
-                   "OUTPUT.words.json; with -o - give the path)")
+                   "OUTPUT.words.json; with -o - give the path), or captions when PATH ends in .vtt")
     p.add_argument("--list-voices", action="store_true", help="list the available voices and exit")
     p.add_argument("--config", help="settings file (TOML or JSON)")
     p.add_argument("--quiet", action="store_true", help="no summary on stderr")
@@ -75,6 +77,18 @@ def _words_path(output: str, timestamps: str | None) -> Path | None:
     return Path(f"{output}.words.json")
 
 
+def _words_file(result: SynthesisResult, vtt: bool) -> str:
+    """The spoken words as ``{"words": [{word, start, end}]}`` JSON, or as WebVTT captions shaped like a
+    transcript's (line width, lines, cue length)."""
+    if not vtt:
+        words = [{"word": w.text, "start": round(w.start_s, 3), "end": round(w.end_s, 3)} for w in result.words]
+        return json.dumps({"words": words}, ensure_ascii=False, indent=1) + "\n"
+    timed = tuple(Word(w.text, s_to_samples(w.start_s), s_to_samples(w.end_s)) for w in result.words)
+    text = " ".join(w.text for w in timed)
+    segment = Segment(0, timed[0].start if timed else 0, timed[-1].end if timed else 0, text, timed)
+    return to_vtt(Transcript(text, "", s_to_samples(result.duration_s), (segment,) if timed else ()))
+
+
 def cmd_speak(args: argparse.Namespace) -> int:
     """Synthesize and write the audio file."""
     vox = Voxserve(load_settings(args.config))
@@ -106,8 +120,7 @@ def cmd_speak(args: argparse.Namespace) -> int:
     else:
         Path(args.output).write_bytes(data)
     if words_path is not None:
-        words = [{"word": w.text, "start": round(w.start_s, 3), "end": round(w.end_s, 3)} for w in result.words]
-        words_path.write_text(json.dumps({"words": words}, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        words_path.write_text(_words_file(result, words_path.suffix.lower() == ".vtt"), encoding="utf-8")
     if not args.quiet:
         s = result.stats
         ttfb = f"{s.ttfb_s * 1000:.0f} ms" if s.ttfb_s is not None else "-"
