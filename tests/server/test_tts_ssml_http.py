@@ -51,10 +51,16 @@ def test_break_in_wav_and_sse(live: LiveServer) -> None:
 def test_ssml_and_pronunciations_are_heard(live: LiveServer, client: Any) -> None:
     ssml = ('<speak>I work at <sub alias="the World Health Organization">WHO</sub>. '
             "I ate a Zqrt &amp; a salad for lunch.</speak>")
-    speech = client.audio.speech.create(model="tts-1", voice="alloy", input=ssml, response_format="wav",
-                                        extra_body={"pronunciations": {"Zqrt": "pizza"}})
-    text = _heard(client, speech.content)
-    assert "world health organization" in text and "pizza" in text and "speak" not in text, text
+    texts = []
+    for _ in range(3):  # Piper draws prosody with noise: a rendering is sometimes misheard ("apeza"); never
+        speech = client.audio.speech.create(  # "pizza" without the lexicon (0 of 5 renderings)
+            model="tts-1", voice="alloy", input=ssml, response_format="wav",
+            extra_body={"pronunciations": {"Zqrt": "pizza"}})
+        texts.append(_heard(client, speech.content))
+        if "pizza" in texts[-1]:
+            break
+    text = texts[-1]
+    assert "world health organization" in text and "pizza" in text and "speak" not in text, texts
 
 
 @pytest.mark.parametrize(("body", "param", "message"), [
@@ -99,13 +105,18 @@ def test_websocket_ssml_in_pieces_and_a_word_split_across_deltas(live: LiveServe
 
     ws.send(json.dumps({"type": "session.update", "pronunciations": {"Zqrt": "pizza"}}))
     assert json.loads(ws.recv(timeout=30))["type"] == "session.updated"
-    for piece in ("I ate a Zq", "rt for lunch. It was good."):
-        ws.send(json.dumps({"type": "text.append", "text": piece}))
-    ws.send(json.dumps({"type": "text.done"}))
-    events = _collect(ws)
-    pcm16 = b"".join(base64.b64decode(e["audio"]) for e in events if e["type"] == "audio")
-    samples = np.frombuffer(pcm16, "<i2").astype(np.float32) / 32768
-    assert "pizza" in _heard(client, encode_audio(samples, 22050, "wav"))
+    heard = []
+    for _ in range(3):  # as above: one rendering in a few is misheard
+        for piece in ("I ate a Zq", "rt for lunch. It was good."):
+            ws.send(json.dumps({"type": "text.append", "text": piece}))
+        ws.send(json.dumps({"type": "text.done"}))
+        events = _collect(ws)
+        pcm16 = b"".join(base64.b64decode(e["audio"]) for e in events if e["type"] == "audio")
+        samples = np.frombuffer(pcm16, "<i2").astype(np.float32) / 32768
+        heard.append(_heard(client, encode_audio(samples, 22050, "wav")))
+        if "pizza" in heard[-1]:
+            break
+    assert "pizza" in heard[-1], heard
     ws.send(json.dumps({"type": "session.update", "pronunciations": {"Zqrt": "[[ a ]] b"}}))
     bad = json.loads(ws.recv(timeout=30))
     assert bad["type"] == "error" and bad["error"]["param"] == "pronunciations"
