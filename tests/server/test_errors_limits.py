@@ -155,4 +155,4 @@ def test_health_answers_quickly_while_decoding(live: LiveServer, corpus: Path) -
     latencies.sort()
     assert len(latencies) >= 10
     # a blocked event loop would take seconds; the target (50 ms) is reported by the benchmark
-    assert latencies[len(latencies) // 2] < 0.25, latencies
+    assert latencies[len(latencies) // 2] < 0.5, latencies  # measured 0.01-0.05 s idle; over 0.25 s once at load 5
