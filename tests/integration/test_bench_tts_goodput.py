@@ -36,6 +36,7 @@ def test_goodput_mode_reports_both_systems_at_the_same_arrivals(tmp_path: Path, 
     expected = len(poisson_arrivals(2, 3, seed=0).times)
     for row in rows.values():
         assert row["rate"] == 2 and row["requests"] == expected > 0 and row["failed"] == 0
+        assert row["failed_by_status"] == {}
         assert 0 < row["ttfb_p50_ms"] <= row["ttfb_p95_ms"] <= row["ttfb_p99_ms"] < 30_000
         assert 0 <= row["gap_free"] <= row["gap_free_buffered"] <= 1
         # every request got a whole sentence of speech: ~5-7 s each at the voice's pace

@@ -18,6 +18,7 @@ import asyncio
 import os
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -110,14 +111,22 @@ def poisson_arrivals(rate: float, seconds: float, seed: int) -> Arrivals:
     return Arrivals(times, [rng.choice(SENTENCES) for _ in times])
 
 
-async def _http_request(http: httpx.AsyncClient, body: dict[str, Any], at: float, t0: float) -> Trace:
-    """One request at ``t0 + at``: the time it was sent, and each piece of the body as it arrived (no trace
-    chunks when it failed)."""
+@dataclass
+class HttpTrace(Trace):
+    """A :class:`Trace` with the response's HTTP status (0: the connection failed)."""
+
+    status: int = 0
+
+
+async def _http_request(http: httpx.AsyncClient, body: dict[str, Any], at: float, t0: float) -> HttpTrace:
+    """One request at ``t0 + at``: the time it was sent, its status, and each piece of the body as it arrived
+    (no chunks when it failed)."""
     await asyncio.sleep(max(0.0, t0 + at - time.monotonic()))
-    trace = Trace(time.monotonic())
+    trace = HttpTrace(time.monotonic())
     received = 0
     try:
         async with http.stream("POST", "/v1/audio/speech", json=body) as response:
+            trace.status = response.status_code
             if response.status_code != 200:
                 await response.aread()
                 return trace
@@ -151,8 +160,9 @@ def _row(system: str, rate: float, traces: list[Trace], config: GoodputConfig, l
     gap_free = [t for t in done if t.lateness_s() <= config.slack_s]
     buffered = [t for t in done if t.lateness_s(config.client_buffer_s) <= config.slack_s]
     n = len(traces)
+    refused = Counter(str(getattr(t, "status", 0)) for t in traces if not t.chunks)
     return {
-        "system": system, "rate": rate, "requests": n, "failed": n - len(done),
+        "system": system, "rate": rate, "requests": n, "failed": n - len(done), "failed_by_status": dict(refused),
         "ttfb_p50_ms": _ms(percentile(ttfb, 50)), "ttfb_p95_ms": _ms(percentile(ttfb, 95)),
         "ttfb_p99_ms": _ms(percentile(ttfb, 99)),
         "gap_free": round(len(gap_free) / n, 3) if n else None,
