@@ -281,3 +281,28 @@ def test_file_tab_one_speaker_per_channel_and_subtitle_shape(page: Any, tmp_path
     cues = list(srt.parse(Path(info.value.path()).read_text()))
     assert cues and all(c.content.startswith(("[channel_0] ", "[channel_1] ")) for c in cues)
     assert all("\n" not in c.content and len(c.content) <= 24 for c in cues)
+
+
+def test_file_tab_sends_key_terms_and_a_language_per_segment(page: Any, data_dir: Path) -> None:
+    """The File view's key terms and "Mixed (per segment)" reach the job; the server accepts them and the
+    transcript comes back with its words."""
+    page.click("#tab-file")
+    page.set_input_files("#file-input", {"name": "jfk.flac", "mimeType": "audio/flac",
+                                         "buffer": (data_dir / "fw_jfk.flac").read_bytes()})
+    page.select_option("#file-language", "auto-per-segment")
+    page.fill("#file-keyterms", "Kennedy, Americans")
+    page.evaluate("""() => {  // record the text fields of the form the page uploads
+      const send = XMLHttpRequest.prototype.send;
+      XMLHttpRequest.prototype.send = function (body) {
+        if (body instanceof FormData) {
+          window.sentFields = Object.fromEntries([...body.entries()].filter(([, v]) => typeof v === "string"));
+        }
+        return send.call(this, body);
+      };
+    }""")
+    page.click("#file-start")
+    page.wait_for_selector("#file-result:not([hidden])", timeout=240_000)
+    fields = page.evaluate("() => window.sentFields")
+    assert fields["language"] == "auto-per-segment" and fields["keyterms"] == "Kennedy, Americans", fields
+    assert "americans" in page.inner_text("#file-transcript").lower()
+    assert page.is_hidden("#file-error")

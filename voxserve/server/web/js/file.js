@@ -89,6 +89,8 @@ export function setupFile() {
       if ($("file-speakers").value) form.append("num_speakers", $("file-speakers").value);
     }
     if ($("file-language").value) form.append("language", $("file-language").value);
+    const keyterms = $("file-keyterms").value.trim();
+    if (keyterms) form.append("keyterms", keyterms); // a comma list, as the API takes it
     try {
       const job = await upload(form, (f) => setProgress(ui.upload, ui.uploadText, f, `${Math.round(f * 100)} %`));
       setProgress(ui.upload, ui.uploadText, 1, "done");
