@@ -14,13 +14,17 @@ import pytest
 from voxserve.audio import decode_audio, probe
 from voxserve.audio.pcm import float32_to_pcm16
 from voxserve.server.http_tts import _encoded
+from voxserve.types import SpokenWord
 
 VOICE_RATE = 22050
 
 
 @dataclass
 class Chunk:
+    """The part of :class:`~voxserve.types.SynthesisChunk` the encoder reads."""
+
     audio: np.ndarray
+    words: tuple[SpokenWord, ...] = ()
 
     def pcm16(self) -> bytes:
         return float32_to_pcm16(self.audio)
