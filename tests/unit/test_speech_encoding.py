@@ -38,7 +38,7 @@ async def _chunks(audio: np.ndarray, size: int) -> AsyncIterator[Chunk]:
 def _encode(fmt: str, rate: int, audio: np.ndarray) -> tuple[bytes, int]:
     async def run() -> tuple[bytes, int]:
         parts, samples = [], 0
-        async for data, n in _encoded(_chunks(audio, 4410), fmt, VOICE_RATE, rate):
+        async for data, n, _words in _encoded(_chunks(audio, 4410), fmt, VOICE_RATE, rate):
             parts.append(data)
             samples += n
         return b"".join(parts), samples
