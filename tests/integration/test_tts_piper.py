@@ -29,6 +29,7 @@ from voxserve.engine.batcher import BatcherConfig, MicroBatcher  # noqa: E402
 from voxserve.engine.tts_pool import VoicePool  # noqa: E402
 from voxserve.errors import InvalidInput  # noqa: E402
 from voxserve.eval.wer import pooled, score_wer  # noqa: E402
+from voxserve.eval.word_times import SENTENCES as WORD_TIME_SENTENCES  # noqa: E402
 from voxserve.service import Voxserve  # noqa: E402
 from voxserve.streaming.tts import SpeakOptions, TtsStreamParams  # noqa: E402
 from voxserve.streaming.tts_service import TtsService  # noqa: E402
@@ -38,18 +39,7 @@ from voxserve.types import Priority  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-SENTENCES = [
-    "She had your dark suit in greasy wash water all year.",
-    "The horizon seems extremely distant.",
-    "He began a confused complaint against the wizard who had vanished behind the curtain on the left.",
-    "The birch canoe slid on the smooth planks.",
-    "Glue the sheet to the dark blue background.",
-    "It's easy to tell the depth of a well.",
-    "These days a chicken leg is a rare dish.",
-    "Rice is often served in round bowls.",
-    "Dr. Smith paid $5.20 for 3 apples in 1999.",
-    "The meeting starts at 10:30 am on May 3rd, and 50% of the team will come.",
-]
+SENTENCES = list(WORD_TIME_SENTENCES)  # Harvard sentences and normalisation cases
 # Whisper base on the embedded voice, pooled over these 10 sentences (110 words). With the voice's own sampling
 # noise every run differs: measured 6.9-10.8 % in 8 runs and once above 18 %, hence a loose bound; with the noise
 # off, synthesis is deterministic: measured 9.8 %, hence a tight one. "birch canoe" is always "birch can use".

@@ -187,6 +187,12 @@ class _Utterance:
     partial_at: int = 0
     draft: _Draft | None = None
 
+    def drop_draft(self) -> None:
+        """Cancel the draft: it decodes other audio than this utterance's final."""
+        if self.draft is not None:
+            self.draft.task.cancel()
+            self.draft = None
+
 
 @dataclass
 class _Draft:
@@ -361,8 +367,7 @@ class LiveStream:
         self._previous_item = u.item_id
         audio = self._ring.read(max(u.start, self._ring.start_sample), end)  # copied now: the ring moves on
         if u.draft is not None and u.draft.end != end:  # the draft heard less (or more) than the utterance
-            u.draft.task.cancel()
-            u.draft = None
+            u.drop_draft()
         self._backlog_samples += len(audio)
         self._finals.put_nowait((u, audio, end, time.monotonic()))
 
@@ -372,8 +377,7 @@ class LiveStream:
         assert self._machine is not None
         pause = self._machine.pause_from
         if u.draft is not None and (pause is None or u.draft.end != pause + self._samples(self.options.end_padding_ms)):
-            u.draft.task.cancel()
-            u.draft = None
+            u.drop_draft()
         wait = self._samples(self.options.speculate_ms)
         if pause is None or not wait or u.draft is not None or self._position - pause < wait:
             return
@@ -418,8 +422,8 @@ class LiveStream:
         self._end_utterance(self._position)
 
     def _on_clear(self) -> None:
-        if self._utterance is not None and self._utterance.draft is not None:
-            self._utterance.draft.task.cancel()
+        if self._utterance is not None:
+            self._utterance.drop_draft()
         self._utterance = None
         self._manual_start = self._position
         if self._machine is not None:
