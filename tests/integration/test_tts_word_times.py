@@ -46,7 +46,9 @@ def test_words_follow_breaks_rate_and_speed(vox: Voxserve) -> None:
     starts = [w.start_s for w in result.words]
     assert starts == sorted(starts) and all(w.end_s > w.start_s for w in result.words)
     gap = result.words[2].start_s - result.words[1].end_s
-    assert 1.5 <= gap < 1.9, gap  # the 1500 ms break, plus the voice's own pause
+    # The 1500 ms break plus the voice's own pause; 15 renderings measured 1.525-1.551 s (Piper samples its
+    # durations, and a word's end comes from them), so the bound leaves room below 1.5 s but not a missing break.
+    assert 1.45 <= gap < 1.9, gap
     assert result.words[-1].end_s <= result.duration_s
 
     def spoken_s(text: str, **options: Any) -> float:
@@ -56,7 +58,9 @@ def test_words_follow_breaks_rate_and_speed(vox: Voxserve) -> None:
     plain = spoken_s("The horizon seems extremely distant.")
     slow = spoken_s('<speak><prosody rate="50%">The horizon seems extremely distant.</prosody></speak>')
     fast = spoken_s("The horizon seems extremely distant.", speed=2.0)
-    assert 1.7 < slow / plain < 2.3 and 0.4 < fast / plain < 0.7, (plain, slow, fast)
+    # 15 renderings (sampled durations) measured slow/plain 1.75-1.85 and fast/plain 0.58-0.64; an ignored
+    # rate or speed gives about 1.0.
+    assert 1.55 < slow / plain < 2.3 and 0.45 < fast / plain < 0.75, (plain, slow, fast)
 
 
 def test_speak_cli_writes_the_words(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
