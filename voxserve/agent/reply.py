@@ -1,5 +1,8 @@
 """One assistant reply: prompt -> LLM pieces -> synthesis stream (first audio after the first clause) -> audio.
 
+The pieces go into a :class:`~voxserve.streaming.tts.TtsStream` exactly as the speech WebSocket's
+``text.append`` deltas do (one path from text deltas to audio: segmentation, the first-segment wait, synthesis).
+
 A reply may start as a *draft* before the user's turn is known to be over: it generates and synthesizes, but
 its events stay inside until :meth:`Reply.release`; a discarded draft was never visible. Once released, its
 events go out as they happen. :meth:`Reply.cancel` stops the LLM and the synthesis at once.
@@ -28,7 +31,6 @@ from voxserve.agent.events import (
 from voxserve.agent.llm import LlmClient, LlmOptions, LlmUnavailable
 from voxserve.agent.playout import PlayoutLog
 from voxserve.agent.prompt import ChatMessage
-from voxserve.agent.turn import dangling
 from voxserve.errors import BackendError, VoxserveError
 from voxserve.streaming.tts import SpeakOptions, TtsStream
 from voxserve.streaming.tts_service import TtsService
@@ -37,6 +39,12 @@ from voxserve.types import Priority, SynthesisChunk
 log = logging.getLogger(__name__)
 _MARKUP = re.compile(r"[*#_`~|<>\[\]]+")
 _ids = itertools.count(1)
+
+
+def strip_markup(piece: str) -> str:
+    """An LLM piece without markdown and markup characters (``*``, ``#``, backticks, brackets), which a
+    listener should not hear."""
+    return _MARKUP.sub("", piece)
 
 
 def new_id(prefix: str) -> str:
@@ -54,9 +62,17 @@ class ReplyParts:
     llm_options: LlmOptions = LlmOptions()
     speak_options: SpeakOptions = SpeakOptions(priority=Priority.AGENT)
     first_segment_wait_s: float = 0.15
-    """When the LLM has not finished a first clause this long after its first token, the text so far (at
+    """When the LLM has not finished a first clause this long after its first words, the text so far (at
     least three words, cut at a word end, not after "a", "of", "has" ...) is synthesized at once: a slow LLM
-    then costs a prosody break instead of the listener's wait. Negative turns it off."""
+    then costs a prosody break instead of the listener's wait (the stream's
+    :attr:`~voxserve.streaming.tts.SpeakOptions.first_segment_wait_s`, as on the speech WebSocket). Negative
+    turns it off."""
+
+    @property
+    def stream_options(self) -> SpeakOptions:
+        """The options of each reply's synthesis stream."""
+        wait = self.first_segment_wait_s
+        return replace(self.speak_options, first_segment_wait_s=wait if wait >= 0 else None)
 
 
 @dataclass
@@ -178,7 +194,7 @@ class Reply:
         try:
             messages = self.messages = await self._prepare()
             self.timing.prompt_ready = time.monotonic()
-            self._tts = self.parts.tts.stream(self.parts.voice, self.parts.speak_options)
+            self._tts = self.parts.tts.stream(self.parts.voice, self.parts.stream_options)
             generator = asyncio.ensure_future(self._generate(messages, self._tts))
             try:
                 async for chunk in self._tts:
@@ -210,24 +226,14 @@ class Reply:
                 async for piece in pieces:
                     if self.timing.first_token is None:
                         self.timing.first_token = time.monotonic()
-                    clean = _MARKUP.sub("", piece)
+                    clean = strip_markup(piece)
                     if not self.text and not clean.strip():
                         continue
-                    if clean[:1].isspace() and self._first_segment_late(tts):
-                        tts.flush()  # the text so far ends at a word: speak it now
                     if clean:
                         self.playout.text += clean
                         tts.push_text(clean)
         finally:
             tts.end_input()
-
-    def _first_segment_late(self, tts: TtsStream) -> bool:
-        wait = self.parts.first_segment_wait_s
-        first = self.timing.first_token
-        if wait < 0 or first is None or tts.stats.first_segment_at is not None:
-            return False
-        # at least three words, and not "... has a": a break there is heard as a stumble
-        return time.monotonic() - first >= wait and len(self.text.split()) >= 3 and not dangling(self.text)
 
     def _on_chunk(self, chunk: SynthesisChunk) -> None:
         if self.timing.first_audio is None:

@@ -24,13 +24,10 @@ from dataclasses import dataclass
 from enum import Enum
 
 from voxserve.errors import InvalidInput
+from voxserve.text.endings import INCOMPLETE_ENDINGS as _INCOMPLETE_ENDINGS
+from voxserve.text.endings import dangling as dangling  # re-exported: the turn's rule, also the stream's
 from voxserve.types import SAMPLE_RATE
 
-_INCOMPLETE_ENDINGS = frozenset(
-    "a an the and or but so because if then than that which who whom whose what when where while to of in on "
-    "at by for with from into about as is are was were be been am my your his her our their its this these "
-    "those i we you he she they it um uh er like also not no very just please has have had".split()
-)
 _WORD = re.compile(r"[\w']+")
 
 
@@ -55,12 +52,6 @@ def completeness(text: str) -> Completeness:
     if words and words[-1] in _INCOMPLETE_ENDINGS:
         return Completeness.INCOMPLETE
     return Completeness.OPEN
-
-
-def dangling(text: str) -> bool:
-    """Whether ``text`` ends on a word that needs more after it ("... has a", "... password of")."""
-    words = _WORD.findall(text.lower())
-    return bool(words) and words[-1] in _INCOMPLETE_ENDINGS
 
 
 @dataclass(frozen=True)

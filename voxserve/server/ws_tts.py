@@ -1,6 +1,7 @@
 """WebSocket ``/v1/audio/speech/stream``: text pieces in (from an LLM, say), audio chunks out as they are made.
 
-Client events (JSON): ``session.update`` {voice, speed, binary, pronunciations, include}, ``text.append`` {text}, ``text.flush``
+Client events (JSON): ``session.update`` {voice, speed, binary, pronunciations, include, first_segment_wait_ms},
+``text.append`` {text}, ``text.flush``
 (speak what is buffered even without a sentence end), ``text.done`` (end of this utterance's text) and
 ``cancel`` (stop the current utterance at once). Server events: ``session.created`` / ``session.updated``
 {voice, sample_rate}, ``audio`` {seq, audio (base64 PCM16 little-endian, mono), start_s, duration_s, text}
@@ -9,6 +10,13 @@ the ``audio`` field), ``done`` {audio_s, ttfb_ms} when an utterance is finished,
 With ``include: ["word_timestamps"]`` (voxserve extension) a ``speech.audio.words`` event {words: [{word, start,
 end}]} (seconds of the utterance's audio) goes right before the ``audio`` event its words start in.
 After ``done`` or ``cancelled`` the next ``text.append`` starts a new utterance on the same socket.
+
+Text deltas (an LLM's tokens as it writes them) are spoken from the first clause that can be said well: audio
+starts at the first sentence end, clause end or (12 characters in) comma, without waiting for ``text.done``;
+``first_segment_wait_ms`` (voxserve extension, null: off, the default) also cuts the first words at a word end
+when no clause has ended that long after the first delta, as the voice agent does (the agent feeds its LLM's
+pieces into the same kind of stream). ``ttfb_ms`` in ``done`` counts from the first delta with speech in it.
+
 An utterance whose text starts with ``<speak>`` is SSML: it is spoken from its ``text.done`` on (malformed SSML
 is an ``error`` event with ``param: input`` instead of audio).
 """
@@ -58,6 +66,7 @@ class SpeechSession:
         self.binary = False
         self.pronunciations: dict[str, str] = {}
         self.words = False
+        self.first_segment_wait_s: float | None = None
         self.stream: TtsStream | None = None
         self.forwarder: asyncio.Task[None] | None = None
         self.errors = 0
@@ -154,14 +163,16 @@ class SpeechSession:
             raise ProtocolError("pronunciations must be an object of word -> respelling", code="invalid_value",
                                 param="pronunciations")
         SpeakOptions(pronunciations=pronunciations).validate()
+        wait = _wait_s(event["first_segment_wait_ms"]) if "first_segment_wait_ms" in event else self.first_segment_wait_s
         words = wants_words(event["include"]) if "include" in event else self.words
         self.ctx.vox.tts().voice_info(voice)  # unknown voice -> InvalidInput
-        self.words = words
+        self.words, self.first_segment_wait_s = words, wait
         self.voice, self.speed, self.binary, self.pronunciations = voice, float(speed), binary, pronunciations
 
     def _current(self) -> TtsStream:
         if self.stream is None or self.stream.done:
-            options = SpeakOptions(speed=self.speed, sample_format="int16", pronunciations=self.pronunciations)
+            options = SpeakOptions(speed=self.speed, sample_format="int16", pronunciations=self.pronunciations,
+                                   first_segment_wait_s=self.first_segment_wait_s)
             self.stream = self.ctx.vox.tts().stream(self.voice, options)
             self.forwarder = asyncio.ensure_future(self._forward(self.stream))
         return self.stream
@@ -208,3 +219,12 @@ class SpeechSession:
             except (WebSocketDisconnect, RuntimeError):
                 self._closing = self._closing or Close.CLIENT_GONE
 
+
+def _wait_s(value: Any) -> float | None:
+    """``first_segment_wait_ms`` of a ``session.update`` in seconds (None: off)."""
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 60_000:
+        raise ProtocolError("first_segment_wait_ms must be null or between 0 and 60000", code="invalid_value",
+                            param="first_segment_wait_ms")
+    return float(value) / 1000.0

@@ -30,6 +30,7 @@ from voxserve.backends.base import FrameBlock, FrameWord, SpeechOptions
 from voxserve.engine.tts_pool import AcousticRunner, LoadedVoice
 from voxserve.errors import BackendError, InvalidInput, VoxserveError
 from voxserve.streaming.tts_windows import Window, WindowParams, WindowPlanner
+from voxserve.text.endings import dangling
 from voxserve.text.lexicon import EMPTY_LEXICON, Lexicon
 from voxserve.text.segment import SegmenterParams, TextSegment, TextSegmenter
 from voxserve.text.speakable import has_speech, to_speakable, without_controls
@@ -88,6 +89,10 @@ class SpeakOptions:
             always SSML (wrapped in ``<speak>`` when it has no root); False: always plain text.
         pronunciations: word or phrase -> respelling (or ``[[ phonemes ]]``), over the server's lexicon (see
             :mod:`voxserve.text.lexicon`).
+        first_segment_wait_s: for text arriving in pieces (an LLM's tokens): when no segment has been cut this
+            long after the first text, the text so far (at least three words, ending at a word, not on "a",
+            "of", "has" ...) is synthesized when the next word starts, so a slow writer costs a prosody break
+            instead of the listener's wait. None: only clause and sentence ends cut (the default).
     """
 
     speed: float = 1.0
@@ -97,10 +102,14 @@ class SpeakOptions:
     seed: int | None = None
     ssml: bool | None = None
     pronunciations: Mapping[str, str] = field(default_factory=dict)
+    first_segment_wait_s: float | None = None
 
     def validate(self) -> None:
         """Raise :class:`InvalidInput` for bad values."""
         SpeechOptions(self.speed, self.seed).validate()
+        wait = self.first_segment_wait_s
+        if wait is not None and not 0.0 <= wait <= 60.0:
+            raise InvalidInput("first_segment_wait_s must be between 0 and 60 seconds", param="first_segment_wait_s")
         Lexicon.from_mapping(self.pronunciations)
         if self.sample_format not in ("float32", "int16"):
             raise InvalidInput(f"sample_format must be 'float32' or 'int16', not {self.sample_format!r}",
@@ -293,7 +302,18 @@ class TtsStream:
         if self._ssml:
             self._held += text  # an SSML document is spoken once it is complete
         else:
+            if text[:1].isspace() and self._first_segment_late():
+                self._enqueue(self._segmenter.flush())  # the text so far ends at a word: speak it now
             self._enqueue(self._segmenter.push(without_controls(text)))
+
+    def _first_segment_late(self) -> bool:
+        """Whether the first segment is overdue (``first_segment_wait_s``) and the text so far may be cut."""
+        wait, first = self.options.first_segment_wait_s, self.stats.first_text_at
+        if wait is None or first is None or self.stats.first_segment_at is not None:
+            return False
+        pending = self._segmenter.pending
+        # at least three words, and not "... has a": a break there is heard as a stumble
+        return time.monotonic() - first >= wait and len(pending.split()) >= 3 and not dangling(pending)
 
     def flush(self) -> None:
         """Synthesize all text pushed so far now, even without a sentence end (e.g. when an LLM pauses); an
