@@ -64,6 +64,13 @@ def _add_tts(bench_sub: Any) -> None:
     t.add_argument("--seconds", type=float, default=30.0, help="goodput mode: how long requests arrive at each rate")
     t.add_argument("--seed", type=int, default=0, help="goodput mode: seed of the arrival times and sentences")
     t.add_argument("--no-baseline", action="store_true", help="goodput mode: voxserve only (to compare settings)")
+    t.add_argument("--text-stream", action="store_true", help="text streamed in: replies sent to the speech "
+                   "WebSocket as deltas at an LLM's pace; first delta -> first audio vs sending the whole reply")
+    t.add_argument("--token-rates", default="15,40", help="text-stream mode: fixed replays, tokens (~4 chars) per second")
+    t.add_argument("--replies", type=int, default=20, help="text-stream mode: replies per pace (at most 20)")
+    t.add_argument("--no-llm", action="store_true", help="text-stream mode: no replies recorded from the embedded LLM")
+    t.add_argument("--wait-ms", type=float, help="text-stream mode: first_segment_wait_ms of the 'wait' mode "
+                   "(default: the agent's; negative: leave that mode out)")
     t.add_argument("--config", help="settings file (TOML or JSON)")
     t.add_argument("--json", help="write the report here")
     t.set_defaults(func=cmd_tts)
@@ -241,6 +248,8 @@ def cmd_tts(args: argparse.Namespace) -> int:
     from voxserve.bench.tts import PARAGRAPH, BatchSizes, TtsBench, TtsBenchConfig, format_tts_report
     from voxserve.config import load_settings
 
+    if args.text_stream:
+        return _cmd_tts_text_stream(args)
     if args.rates:
         return _cmd_tts_goodput(args)
     if args.streams < 1:
@@ -283,6 +292,31 @@ def _cmd_tts_goodput(args: argparse.Namespace) -> int:
                                  server={"data_dir": data_dir, "api_keys": (), "max_concurrent_per_key": 4096})
         report = run_goodput(settings, config, log=lambda s: print(s, file=sys.stderr))
     print(format_goodput(report))
+    if args.json:
+        write_report(args.json, report)
+    return 0
+
+
+def _cmd_tts_text_stream(args: argparse.Namespace) -> int:
+    """``bench tts --text-stream``: first audio with the reply's text streamed in, over a loopback server."""
+    import tempfile
+
+    from voxserve.agent.options import AgentOptions
+    from voxserve.bench.tts_text_stream import TextStreamConfig, format_text_stream, run_text_stream
+    from voxserve.config import load_settings
+
+    try:
+        rates = tuple(float(r) for r in args.token_rates.split(",") if r.strip())
+    except ValueError:
+        raise InvalidInput(f"--token-rates must be comma-separated numbers, not {args.token_rates!r}") from None
+    wait_ms = args.wait_ms if args.wait_ms is not None else AgentOptions().first_segment_wait_s * 1000.0
+    config = TextStreamConfig(replies=args.replies, token_rates=rates, llm=not args.no_llm, wait_ms=wait_ms,
+                              voice=args.voice)
+    config.validate()
+    with tempfile.TemporaryDirectory() as data_dir:
+        settings = load_settings(args.config, server={"data_dir": data_dir, "api_keys": ()})
+        report = run_text_stream(settings, config, log=lambda s: print(s, file=sys.stderr))
+    print(format_text_stream(report))
     if args.json:
         write_report(args.json, report)
     return 0
