@@ -209,19 +209,60 @@ class Voxserve:
         return replace(base, **{"keyterms": parse_keyterms(self.settings.asr.keyterms), **overrides})
 
     def live(self, options: LiveOptions | None = None, *, model: str | None = None,
-             stream_id: str | None = None) -> LiveStream:
+             stream_id: str | None = None,
+             known_speakers: Sequence[KnownSpeaker] | Mapping[str, Float32Array] = ()) -> LiveStream:
         """A live transcription stream (open it inside a running event loop): ``push(samples)`` 16 kHz mono
         float32 audio, ``end_input()``, and iterate its events (speech started/stopped, partials, deltas,
         completed transcripts). Streams share the recogniser's batches with every other job.
 
+        ``known_speakers`` (added to ``options.known_speakers``; either implies speaker labels): enrolled
+        voices from :meth:`aknown_speaker` (``await vox.aknown_speaker("alice", "alice.wav")`` for a clip), or
+        name -> embedding by ``diarization.naming_embedder``. An utterance that matches one of them well enough
+        (its embedding by that embedder, cosine similarity >= the embedder's naming threshold) carries its
+        name; the others get ``A``, ``B``, ...
+
         Raises:
-            InvalidInput: bad options. ModelUnavailable: an unknown model, or speaker labels without
-            the ``[diarize]`` extra.
+            InvalidInput: bad options, or known speakers of different embedders, repeated names, embeddings
+            of the wrong size (param ``known_speaker_names``). ModelUnavailable: an unknown model, or speaker
+            labels without the ``[diarize]`` extra.
         """
         options = options if options is not None else self.live_options()
+        given = self._known_for_live(known_speakers)
+        if given or options.known_speakers:
+            options = replace(options, speakers=True, known_speakers=options.known_speakers + given)
         embedder = self.live_speaker_embedder() if options.speakers else None
-        transcriber = LiveTranscriber(self.asr(model), load_vad, self.executor, embedder)
+        naming = None
+        if options.known_speakers:
+            options, naming = self._live_naming(options, embedder)
+        transcriber = LiveTranscriber(self.asr(model), load_vad, self.executor, embedder, naming)
         return transcriber.stream(options, stream_id=stream_id)
+
+    def _known_for_live(self, known: Sequence[KnownSpeaker] | Mapping[str, Float32Array]) -> tuple[KnownSpeaker, ...]:
+        """Known speakers as given to :meth:`live` (embeddings by name are the naming embedder's)."""
+        from voxserve.pipelines.known_speakers import KnownSpeaker
+
+        if not isinstance(known, Mapping):
+            return tuple(known)
+        embedder = self.settings.diarization.naming_embedder
+        return tuple(KnownSpeaker(name, np.asarray(e, dtype=np.float32).reshape(-1), embedder)
+                     for name, e in known.items())
+
+    def _live_naming(self, options: LiveOptions, labels: SpeakerEmbedder | None
+                     ) -> tuple[LiveOptions, SpeakerEmbedder]:
+        """The stream's naming threshold and the embedder of its known speakers (``labels`` when it is the
+        same model), after checking the speakers against that embedder."""
+        from voxserve.backends.diarization.weights import check_installed
+        from voxserve.pipelines.diarization import DiarizationParams
+        from voxserve.pipelines.known_speakers import check_known
+
+        d = self.settings.diarization
+        name = options.known_speakers[0].embedder
+        check_installed(name)
+        check_known(options.known_speakers, name, self.speakers().embedder(name).info.dim)
+        if options.naming_threshold is None:
+            options = replace(options, naming_threshold=DiarizationParams.from_settings(d, name).naming_threshold)
+        naming = labels if labels is not None and name == d.embedder else self.live_speaker_embedder(name)
+        return options, naming
 
     # ------------------------------------------------------------------------------ speech synthesis
 
@@ -281,10 +322,11 @@ class Voxserve:
             )
         return self._speakers
 
-    def live_speaker_embedder(self) -> SpeakerEmbedder:
-        """An async function: utterance audio -> speaker embedding, through the shared embedder's batcher
-        at live priority (for speaker labels on live streams; needs ``voxserve[diarize]``)."""
-        service = self.speakers().embedder()
+    def live_speaker_embedder(self, embedder: str | None = None) -> SpeakerEmbedder:
+        """An async function: utterance audio -> speaker embedding, through the shared ``embedder``'s batcher
+        (default: ``diarization.embedder``) at live priority (for speaker labels and names on live streams;
+        needs ``voxserve[diarize]``)."""
+        service = self.speakers().embedder(embedder)
 
         async def embed(audio: Float32Array) -> Float32Array:
             return (await service.embed([audio], Priority.LIVE))[0]

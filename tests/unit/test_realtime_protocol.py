@@ -543,3 +543,15 @@ def test_parse_message_only_raises_protocol_errors(raw: str) -> None:
         _check_config(apply_update(SessionConfig(), {**event, "type": GA}))
     except ProtocolError:
         pass
+
+
+def test_known_speakers_apply_and_echo_in_both_shapes() -> None:
+    named = apply_update(SessionConfig(), {"type": GA, "session": {"type": "transcription",
+                                                                   "voxserve": {"speakers": {"known": ["alice"]}}}})
+    assert (named.speakers, named.known_speakers) == (True, ("alice",))
+    assert named.public("s")["voxserve"]["speakers"] == {"known": ["alice"]}
+    kept = apply_update(named, {"type": BETA, "session": {"voxserve": {"partial_events": True}}})
+    assert kept.known_speakers == ("alice",) and kept.public("s")["voxserve"]["speakers"] == {"known": ["alice"]}
+    cleared = apply_update(kept, {"type": BETA, "session": {"voxserve": {"speakers": True}}})
+    assert (cleared.speakers, cleared.known_speakers) == (True, ())
+    assert cleared.public("s")["voxserve"]["speakers"] is True

@@ -259,3 +259,33 @@ def test_a_conversation_keeps_its_shape_until_an_update_says_otherwise() -> None
     assert conversation({"instructions": "x"}, beta).shape == "beta"
     ga = conversation({"audio": {"output": {"voice": "joe"}}}, beta)
     assert (ga.shape, ga.audio_events) == ("ga", "beta")  # reply audio names change only when asked
+
+
+def _speakers(value: Any) -> tuple[Any, Any]:
+    x = read_update(update({"type": "transcription", "voxserve": {"speakers": value}}), "transcription").voxserve
+    return x.speakers, x.known_speakers
+
+
+def test_known_speakers_are_a_list_of_names_under_speakers() -> None:
+    assert _speakers({"known": [" alice", "bob "]}) == (True, ("alice", "bob"))
+    assert _speakers({"known": []}) == (True, ())  # labels, no names
+    assert _speakers({}) == (True, ())
+    assert _speakers(True) == (True, ()) and _speakers(False) == (False, ())  # a flag clears the names
+    assert _speakers(None) == (ABSENT, ABSENT)  # not given: the session keeps both
+    assert read_update(update({"type": "transcription"}), "transcription").voxserve.known_speakers is ABSENT
+
+
+@pytest.mark.parametrize("value, param", [
+    ({"known": "alice"}, "session.voxserve.speakers.known"),
+    ({"known": ["alice", 3]}, "session.voxserve.speakers.known"),
+    ({"known": ["alice", "alice"]}, "session.voxserve.speakers.known"),
+    ({"known": ["alice", " "]}, "session.voxserve.speakers.known"),
+    ({"known": ["x" * 101]}, "session.voxserve.speakers.known"),
+    ({"known": [f"p{i}" for i in range(17)]}, "session.voxserve.speakers.known"),
+    ({"known": ["alice"], "threshold": 0.5}, "session.voxserve.speakers.threshold"),
+    ("alice", "session.voxserve.speakers"),
+])
+def test_bad_known_speakers_name_the_field(value: Any, param: str) -> None:
+    with pytest.raises(ProtocolError) as info:
+        _speakers(value)
+    assert (info.value.code, info.value.param) == ("invalid_value", param)

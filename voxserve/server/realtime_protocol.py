@@ -5,7 +5,8 @@ Pure functions and small frozen types, no sockets. Both session shapes are accep
 ``session.audio.input.{format, transcription, turn_detection}``) and the beta one (``transcription_session.update``
 with ``input_audio_format``, ``input_audio_transcription``, ``turn_detection``). voxserve extensions: PCM at 16 kHz (``rate: 16000`` / ``input_sample_rate``) and, under
 ``session.voxserve``, ``partial_events`` (revisable ``...input_audio_transcription.partial`` events),
-``partial_interval_ms`` and ``speakers`` (a speaker label in each completed event's ``voxserve`` block).
+``partial_interval_ms`` and ``speakers`` (a speaker label in each completed event's ``voxserve`` block; with
+``{"known": [names]}`` utterances of those enrolled voices carry their names).
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class SessionConfig:
     partial_events: bool = False
     partial_interval_ms: int = 600
     speakers: bool = False
+    known_speakers: tuple[str, ...] = ()  # voxserve extension: enrolled voices utterances may be named after
     logprobs: bool = False  # include: ["item.input_audio_transcription.logprobs"]
     noise_reduction: str | None = None  # accepted and reported; no denoiser is applied (see docs/compatibility.md)
     shape: str = "ga"  # which protocol shape the client speaks: ga | beta
@@ -84,8 +86,9 @@ class SessionConfig:
             transcription["keyterms"] = list(self.keyterms)
         include = [LOGPROBS] if self.logprobs else []
         noise = None if self.noise_reduction is None else {"type": self.noise_reduction}
+        speakers: bool | dict[str, list[str]] = {"known": list(self.known_speakers)} if self.known_speakers else self.speakers
         ext = {"partial_events": self.partial_events, "partial_interval_ms": self.partial_interval_ms,
-               "speakers": self.speakers}
+               "speakers": speakers}
         if self.shape == "beta":
             return {"id": session_id, "object": "realtime.transcription_session",
                     "input_audio_format": beta_format(self.encoding),
@@ -143,6 +146,7 @@ def apply_update(config: SessionConfig, event: dict[str, Any]) -> SessionConfig:
         partial_events=keep(x.partial_events, config.partial_events),
         partial_interval_ms=keep(x.partial_interval_ms, config.partial_interval_ms),
         speakers=keep(x.speakers, config.speakers),
+        known_speakers=keep(x.known_speakers, config.known_speakers),
         shape=asked.shape or "ga",
     )
 

@@ -132,6 +132,7 @@ class Extensions:
     partial_events: Maybe[bool] = ABSENT
     partial_interval_ms: Maybe[int] = ABSENT
     speakers: Maybe[bool] = ABSENT
+    known_speakers: Maybe[tuple[str, ...]] = ABSENT  # speakers: {"known": [names]} (then speakers is True)
     audio_events: Maybe[str] = ABSENT  # ga | beta
     incomplete_silence_ms: Maybe[int] = ABSENT
     speculative: Maybe[bool] = ABSENT
@@ -387,14 +388,46 @@ def _max_tokens(s: dict[str, Any]) -> Maybe[int | None]:
 
 
 def _extensions(x: dict[str, Any], where: str) -> Extensions:
+    speakers, known = _speakers(x, where)
     return Extensions(
         partial_events=_flag(x, "partial_events", where),
         partial_interval_ms=_int(x, "partial_interval_ms", 0, 10_000, where),
-        speakers=_flag(x, "speakers", where),
+        speakers=speakers,
+        known_speakers=known,
         audio_events=_choice(x, "audio_events", ("ga", "beta"), where),
         incomplete_silence_ms=_int(x, "incomplete_silence_ms", 0, 10_000, where),
         speculative=_flag(x, "speculative", where),
     )
+
+
+MAX_KNOWN_SPEAKERS = 16
+"""The most enrolled voices one live session may name (as a request of the HTTP API)."""
+
+
+def _speakers(x: dict[str, Any], where: str) -> tuple[Maybe[bool], Maybe[tuple[str, ...]]]:
+    """``speakers``: true / false (labels ``A``, ``B``, ... or none), or ``{"known": [names]}``: labels, and the
+    enrolled voices of the server's library (``/v1/voices/enrolled``) an utterance may be named after. A flag
+    clears the known names; the names' shape is checked here, that they are enrolled by the session."""
+    value = x.get("speakers")
+    if not isinstance(value, dict):
+        return _flag(x, "speakers", where), (ABSENT if value is None else ())
+    here = f"{where}.speakers"
+    unknown = sorted(set(value) - {"known"})
+    if unknown:
+        raise ProtocolError(f"speakers takes only 'known', not {', '.join(map(repr, unknown))}", code="invalid_value",
+                            param=f"{here}.{unknown[0]}")
+    names = value.get("known") or []
+    here = f"{here}.known"
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ProtocolError("known must be a list of enrolled voice names", code="invalid_value", param=here)
+    names = [n.strip() for n in names]
+    if len(names) > MAX_KNOWN_SPEAKERS:
+        raise ProtocolError(f"at most {MAX_KNOWN_SPEAKERS} known speakers", code="invalid_value", param=here)
+    if any(not n or len(n) > 100 for n in names):
+        raise ProtocolError("known speaker names must be 1-100 characters", code="invalid_value", param=here)
+    if len(set(names)) != len(names):
+        raise ProtocolError("known speaker names must differ", code="invalid_value", param=here)
+    return True, tuple(names)
 
 
 # ----------------------------------------------------------------------------------------- field checks

@@ -21,9 +21,11 @@ from starlette.websockets import WebSocket
 from voxserve.audio.pcm import g711_alaw_to_float32, g711_ulaw_to_float32, pcm16_to_float32
 from voxserve.audio.resample import StreamResampler
 from voxserve.errors import InvalidInput, Overloaded, VoxserveError
+from voxserve.pipelines.known_speakers import KnownSpeaker
 from voxserve.pipelines.vad import VadParams
 from voxserve.server.context import ServerContext, context
 from voxserve.server.errors import Close, HttpError
+from voxserve.server.known_speaker_fields import voice_library
 from voxserve.server.model_names import asr_model
 from voxserve.server.realtime_protocol import (
     ProtocolError,
@@ -124,6 +126,7 @@ class TranscriptionSession(RealtimeSession):
         self.config = SessionConfig(partial_interval_ms=ctx.settings.live.partial_interval_ms)
         self.stream: LiveStream | None = None
         self.audio: AudioInput | None = None
+        self.known: tuple[KnownSpeaker, ...] = ()  # the enrolled voices config.known_speakers names
         self.forwarders: list[asyncio.Task[None]] = []
         self._received_samples = 0
 
@@ -179,6 +182,8 @@ class TranscriptionSession(RealtimeSession):
             model = asr_model(self.ctx.settings, new.model)
             self.ctx.check_model(model)  # a registered name, never a path on the server
             self.ctx.vox.asr(model)  # unknown -> ModelUnavailable
+        if new.known_speakers != self.config.known_speakers:
+            self.known = self._enrolled(new.known_speakers)
         audio_changed = self._received_samples > 0 and self.stream is not None
         self.config = new
         if audio_changed:  # let the old stream finish its utterances, continue in a new one
@@ -193,6 +198,18 @@ class TranscriptionSession(RealtimeSession):
         beta_event = event["type"] == "transcription_session.update"  # the reply answers the client's event
         updated = "transcription_session.updated" if beta_event else "session.updated"
         self.send(server_event(updated, session=new.public(self.id)))
+
+    def _enrolled(self, names: tuple[str, ...]) -> tuple[KnownSpeaker, ...]:
+        """The voices ``session.voxserve.speakers.known`` names, from the server's voice library (as enrolled
+        with ``diarization.naming_embedder``); an ``error`` naming the field for a name not enrolled."""
+        library, embedder = voice_library(self.ctx), self.ctx.settings.diarization.naming_embedder
+        voices = [(n, library.get(n, embedder)) for n in names]
+        missing = [n for n, v in voices if v is None]
+        if missing:
+            raise ProtocolError(f"not enrolled with the {embedder} embedder: {', '.join(map(repr, missing))} "
+                                "(POST /v1/voices/enrolled first)", code="voice_not_found",
+                                param="session.voxserve.speakers.known")
+        return tuple(v for _, v in voices if v is not None)
 
     def _start_stream(self) -> None:
         c = self.config
@@ -213,7 +230,8 @@ class TranscriptionSession(RealtimeSession):
             logprobs=c.logprobs,
         )
         # On Ray, the session's streams stay on one replica (stream_id).
-        self.stream = vox.live(options, model=asr_model(self.ctx.settings, c.model), stream_id=self.id)
+        self.stream = vox.live(options, model=asr_model(self.ctx.settings, c.model), stream_id=self.id,
+                               known_speakers=self.known if c.speakers else ())
         self.audio = AudioInput(c.encoding, c.sample_rate)
         self._received_samples = 0
         self.forwarders.append(asyncio.ensure_future(self._forward(self.stream)))

@@ -39,6 +39,7 @@ from voxserve.pipelines.guard import (
     token_cap,
     without_repeats,
 )
+from voxserve.pipelines.known_speakers import MIN_REFERENCE_SPEECH_S, KnownSpeaker
 from voxserve.pipelines.vad import VadParams, VadStateMachine
 from voxserve.streaming.live_events import (
     Cleared,
@@ -52,7 +53,7 @@ from voxserve.streaming.live_events import (
     TranscriptDelta,
     TranscriptFailed,
 )
-from voxserve.streaming.live_speakers import OnlineSpeakers
+from voxserve.streaming.live_speakers import KnownVoices, OnlineSpeakers
 from voxserve.text.keyterms import copies_glossary, glossary_prompt
 from voxserve.types import SAMPLE_RATE, Priority, TokenLogprob
 
@@ -113,6 +114,13 @@ class LiveOptions:
     speakers: bool = False
     speaker_similarity: float = _LIVE["speaker_similarity"].default
     speaker_min_s: float = 2.0
+    known_speakers: tuple[KnownSpeaker, ...] = ()
+    """Enrolled voices (all from one embedder): an utterance of at least ``naming_min_s`` whose embedding by
+    that embedder reaches ``naming_threshold`` with one of them carries its name instead of a letter."""
+    naming_threshold: float | None = None
+    """The cosine similarity a name needs (None = the embedder's measured one; the facade fills it in)."""
+    naming_min_s: float = MIN_REFERENCE_SPEECH_S
+    """Shorter utterances are never named (as a reference needs this much speech)."""
     priority: Priority = Priority.LIVE
     logprobs: bool = False
     speculate_ms: int = _LIVE["speculate_ms"].default
@@ -156,11 +164,15 @@ class LiveTranscriber:
         vad_factory: Callable[[], VadModel],
         executor: BlockingExecutor,
         speaker_embedder: SpeakerEmbedder | None = None,
+        naming_embedder: SpeakerEmbedder | None = None,
     ) -> None:
+        """``naming_embedder``: the embedder of the streams' known speakers, when it is not
+        ``speaker_embedder`` (then each utterance worth naming is embedded by both)."""
         self.asr = asr
         self.vad_factory = vad_factory
         self.executor = executor
         self.speaker_embedder = speaker_embedder
+        self.naming_embedder = naming_embedder
 
     def stream(self, options: LiveOptions = LiveOptions(), stream_id: str | None = None) -> LiveStream:
         """A new stream (call inside the event loop). When the recogniser routes streams to replicas
@@ -234,6 +246,7 @@ class LiveStream:
         self._closed = False
         self._ended = False
         self._speakers = OnlineSpeakers(options.speaker_similarity) if options.speakers else None
+        self._names = _known_voices(options) if options.speakers else None
         self._tasks = [asyncio.ensure_future(self._scan()), asyncio.ensure_future(self._finalize())]
 
     @property
@@ -515,8 +528,16 @@ class LiveStream:
         embed = self._owner.speaker_embedder
         if self._speakers is None or embed is None:
             return None
-        embedding = await embed(audio)
-        return self._speakers.assign(embedding, reliable=len(audio) >= self.options.speaker_min_s * SAMPLE_RATE)
+        reliable = len(audio) >= self.options.speaker_min_s * SAMPLE_RATE
+        if self._names is None or len(audio) < self.options.naming_min_s * SAMPLE_RATE:
+            return self._speakers.assign(await embed(audio), reliable=reliable)
+        naming = self._owner.naming_embedder
+        if naming is None or naming is embed:
+            embedding = voice = await embed(audio)
+        else:  # the known voices were embedded by another model: ask both, side by side
+            embedding, voice = await asyncio.gather(embed(audio), naming(audio))
+        name = self._names.name(voice)
+        return name if name is not None else self._speakers.assign(embedding, reliable=reliable)
 
     async def _decode(self, audio: np.ndarray, context: str, window: tuple[str, float] | None,
                       keyterms: tuple[str, ...]) -> tuple[AsrResult, Verdict]:
@@ -571,6 +592,15 @@ class LiveStream:
             return "", False, ()
         result = without_repeats(best[0]) if "repetition" in best[1].reasons else best[0]
         return result.text, False, _logprobs(result)
+
+
+def _known_voices(options: LiveOptions) -> KnownVoices | None:
+    """The stream's namer, when it has known speakers (``naming_threshold`` must be set by then)."""
+    if not options.known_speakers:
+        return None
+    if options.naming_threshold is None:
+        raise InvalidInput("known speakers need a naming threshold", param="known_speaker_names")
+    return KnownVoices(options.known_speakers, options.naming_threshold)
 
 
 def _logprobs(result: AsrResult) -> tuple[TokenLogprob, ...]:

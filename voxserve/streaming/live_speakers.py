@@ -6,13 +6,20 @@ similarity reaches ``threshold``; otherwise it starts a new speaker (``A``, ``B`
 utterance is not relabelled when later ones show two voices were one); utterances shorter than the
 embedder's minimum get the most similar known speaker without moving its centroid; voices that the
 embedder finds alike (two similar voices on a phone line) can share a label.
+
+Known speakers (:class:`KnownVoices`): an utterance whose embedding by the enrolled voices' own embedder
+reaches the naming threshold with one of them carries that name instead of a letter; letters are then given
+among the other utterances only.
 """
 
 from __future__ import annotations
 
 import string
+from collections.abc import Sequence
 
 import numpy as np
+
+from voxserve.pipelines.known_speakers import KnownSpeaker, similarities
 
 
 class OnlineSpeakers:
@@ -51,6 +58,30 @@ class OnlineSpeakers:
         self._sums.append(e.copy())
         self._labels.append(label)
         return label
+
+
+class KnownVoices:
+    """Names utterances after enrolled voices: the most similar one (cosine), only at ``threshold`` or above.
+
+    Each utterance is judged on its own embedding (by the embedder that made the voices' embeddings), so a
+    name never spreads to an utterance through a label the stream's clustering shares between two voices."""
+
+    def __init__(self, known: Sequence[KnownSpeaker], threshold: float) -> None:
+        if not known or not -1.0 <= threshold <= 1.0:
+            raise ValueError("give at least one known speaker and a cosine similarity as the threshold")
+        self.known = tuple(known)
+        self.threshold = threshold
+
+    def scores(self, embedding: np.ndarray) -> dict[str, float]:
+        """Cosine similarity of an utterance's embedding to each known voice, by name."""
+        e = np.asarray(embedding, dtype=np.float32).reshape(1, -1)
+        return {k.name: float(s) for k, s in zip(self.known, similarities(e, self.known)[0], strict=True)}
+
+    def name(self, embedding: np.ndarray) -> str | None:
+        """The name of the most similar known voice when the similarity reaches the threshold, else None."""
+        scores = self.scores(embedding)
+        best = max(scores, key=lambda n: scores[n])
+        return best if scores[best] >= self.threshold else None
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
