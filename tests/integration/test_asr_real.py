@@ -129,9 +129,15 @@ def test_files_at_once_share_batches(data_dir: Path) -> None:
     assert results[0].language == "en" and results[2].language == "es"
 
 
-def test_long_file_wer(vox: Voxserve, corpus: Path) -> None:
+@pytest.fixture(scope="module")
+def long_file(vox: Voxserve, corpus: Path) -> tuple[Path, Transcript]:
+    """The corpus long file (230 s, 9 chunks) and its transcript with default settings."""
     audio = corpus / "long" / "lj_LJ001-0001-0032_concat.flac"
-    t = transcribe(vox, audio)
+    return audio, transcribe(vox, audio)
+
+
+def test_long_file_wer(long_file: tuple[Path, Transcript]) -> None:
+    audio, t = long_file
     score = score_wer(audio.with_suffix(".txt").read_text(), t.text)
     # measured 6.7 % (37 errors over 554 words: LJ spellings, names, and 13 insertions where the Whisper
     # normalizer removes the reference's spoken parenthetical; 4.4-4.6 % with the earlier normalizer)
@@ -141,6 +147,64 @@ def test_long_file_wer(vox: Voxserve, corpus: Path) -> None:
     assert all(a.end <= b.start for a, b in zip(words, words[1:]))
     assert all(a.end <= b.start for a, b in zip(t.segments, t.segments[1:]))
     assert words[-1].end_s > 225.0
+
+
+def _counting_detections(engine: Voxserve) -> list[int]:
+    """Patch the engine's Whisper to count the requests it detects a language for (one item each)."""
+    model = engine.asr().model
+    detect, counted = model._detect, [0]  # type: ignore[attr-defined]
+
+    def counting(encoded: object) -> object:
+        found = detect(encoded)
+        counted[0] += len(found)
+        return found
+
+    model._detect = counting  # type: ignore[attr-defined]
+    return counted
+
+
+def test_long_file_language_is_detected_once_with_the_same_text(long_file: tuple[Path, Transcript]) -> None:
+    """Groups of two chunks (batches of 2 on the 2 workers): the first group detects, every chunk sent after the
+    first chunk's text is in carries English. The text is the default engine's (8 of its 9 chunks detect: its
+    first group holds 8), word for word: measured identical, as with batches of 4 and language="en"."""
+    from voxserve.config import load_settings
+
+    audio, reference = long_file
+    engine = Voxserve(load_settings(asr={"max_batch_size": 2, "workers": 2}))
+    try:
+        detections = _counting_detections(engine)
+        t = transcribe(engine, audio)
+    finally:
+        engine.close()
+    assert t.text == reference.text
+    assert t.language == "en" and t.language_probability == pytest.approx(reference.language_probability)
+    # the first group (2), and the other worker's next chunk when it finished before the first chunk's
+    assert 2 <= detections[0] <= 3 < t.stats.chunks, detections
+
+
+def test_a_batch_detects_only_the_requests_without_a_language(vox: Voxserve, data_dir: Path) -> None:
+    """A batch that mixes chunks carrying a language with chunks that leave it to the model detects only the
+    latter (on CPU), and each request still gets its own language and the text it gets alone."""
+    from voxserve.audio.decode import decode_audio
+    from voxserve.backends.base import AsrRequest, DecodeOptions
+
+    english, spanish = decode_audio(data_dir / "fw_jfk.flac"), decode_audio(data_dir / "es__pv_test_es.wav")
+    plain = DecodeOptions(word_timestamps=False)
+    requests = [AsrRequest(english, DecodeOptions(language="en", word_timestamps=False)), AsrRequest(spanish, plain),
+                AsrRequest(english, plain)]
+    model = vox.asr().model
+    detections = _counting_detections(vox)
+    try:
+        together = model.transcribe_batch(requests)
+        assert detections[0] == 2
+        alone = [model.transcribe_batch([r])[0] for r in requests]
+    finally:
+        del model._detect  # type: ignore[attr-defined]  # the shared engine's Whisper as it was
+    assert [r.language for r in together] == ["en", "es", "en"]
+    assert together[0].language_probability == 1.0 and together[1].language_probability > 0.5
+    for a, b in zip(together[1:], alone[1:]):
+        assert a.language_probability == pytest.approx(b.language_probability, abs=1e-4)
+    assert [r.text for r in together] == [r.text for r in alone]
 
 
 def test_one_batch_with_different_previous_texts(vox: Voxserve, data_dir: Path) -> None:

@@ -412,6 +412,82 @@ def test_requested_language_is_used_for_every_chunk() -> None:
     assert all(r.options.language == "fr" for r in asr.requests())
 
 
+def _detections(asr: BurstAsr) -> list[AsrRequest]:
+    """The requests that left the language to the recogniser: each one a detection."""
+    return [r for r in asr.requests() if r.options.language is None]
+
+
+def _holding(asr: BurstAsr, burst: Burst) -> list[AsrRequest]:
+    return [r for r in asr.requests() if burst.freq in {b.freq for b, _, _ in asr.found(r.audio)}]
+
+
+def test_the_language_is_detected_once_per_file() -> None:
+    """With groups of one chunk, only the file's first chunk detects its language: every later chunk is sent
+    once its text is in, with its language (before: every chunk of the file detected its own)."""
+    audio, bursts = synth(LONG_LAYOUT)
+    asr = BurstAsr(bursts=bursts)
+    config = BatcherConfig(max_batch_size=1, max_wait_ms=2, offline_wait_ms=10, workers=1)  # groups of 1 chunk
+    with transcriber(asr, config) as tr:
+        t = run(tr.run(wav(audio)))
+    check_words(t, bursts)
+    assert t.stats.chunks >= 6 and len(asr.requests()) == t.stats.chunks
+    assert _detections(asr) == _holding(asr, bursts[0])  # one detection: the first chunk's
+    assert t.language == "en" and t.language_probability == 0.95  # the detection's, as before
+
+
+def test_the_first_group_keeps_both_workers_busy_and_later_chunks_skip_detection() -> None:
+    """Two workers: the first group (4 chunks) goes at once, split over both, each chunk detecting its own
+    language; the chunks sent after the first chunk's text is in carry the file's language, so a later chunk
+    that would have detected German is decoded in English at once, not detected and then redone."""
+    audio, bursts = synth(LAYOUT * 6, step=45)  # 120 bursts (up to 5.7 kHz): about 400 s, 14 or more chunks
+    german = bursts[100]
+    spans: list[tuple[float, float]] = []
+
+    @dataclass
+    class Timed(BurstAsr):
+        def transcribe_batch(self, requests):  # type: ignore[no-untyped-def]
+            began = time.monotonic()
+            out = super().transcribe_batch(requests)
+            spans.append((began, time.monotonic()))
+            return out
+
+    asr = Timed(bursts=bursts, delay_s=0.2, detect=lambda freqs: "de" if german.freq in freqs else "en")
+    config = BatcherConfig(max_batch_size=4, max_wait_ms=2, offline_wait_ms=10, workers=2)  # groups of 4
+    with transcriber(asr, config) as tr:
+        t = run(tr.run(wav(audio)), timeout=60)
+    check_words(t, bursts)
+    assert t.language == "en" and t.stats.chunks >= 12
+    first, second = sorted(spans)[:2]
+    assert second[0] < first[1]  # the second worker did not wait for the first chunk
+    detected = _detections(asr)
+    # the first group, and at most the other worker's next batch (2 chunks) when it finished first
+    assert 4 <= len(detected) <= 6, len(detected)
+    assert {report_for(t, r, asr).index for r in detected} <= set(range(6))  # type: ignore[union-attr]
+    assert [r.options.language for r in _holding(asr, german)] == ["en"]
+    assert len(asr.requests()) == t.stats.chunks  # nothing redone
+
+
+def test_a_file_whose_first_speech_is_german_is_german_throughout() -> None:
+    """The first group's chunks detected English; they are redone in German (the first speech's language)
+    at the end, as before, and every chunk sent later carries German."""
+    audio, bursts = synth(LAYOUT * 6, step=45)
+    asr = BurstAsr(bursts=bursts, delay_s=0.05, detect=lambda freqs: "de" if bursts[0].freq in freqs else "en")
+    config = BatcherConfig(max_batch_size=4, max_wait_ms=2, offline_wait_ms=10, workers=2)
+    with transcriber(asr, config) as tr:
+        t = run(tr.run(wav(audio)), timeout=60)
+    assert t.language == "de" and t.language_probability == 0.95
+    assert [w.text for w in t.words] == [b.word + "_de" for b in bursts]
+    detected = _detections(asr)
+    assert 4 <= len(detected) <= 6, len(detected)
+    sent: dict[int, list[str | None]] = {}
+    for r in asr.requests():
+        sent.setdefault(report_for(t, r, asr).index, []).append(r.options.language)  # type: ignore[union-attr]
+    first_group = {report_for(t, r, asr).index for r in detected}  # type: ignore[union-attr]
+    assert sent.pop(0) == [None]
+    for index, languages in sent.items():  # detected English, then redone in German; or German at once
+        assert languages == ([None, "de"] if index in first_group else ["de"]), (index, languages)
+
+
 _RNG = np.random.default_rng(7)
 
 

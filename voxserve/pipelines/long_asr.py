@@ -45,6 +45,7 @@ TextHook = Callable[[str], None]
 """Called with each chunk's accepted text, in file order, as soon as every earlier chunk is done."""
 _QUEUE_CHUNKS = 32
 _STREAM_LEAD = 2  # chunks sent alone first when text is streamed (one per worker on 2 cores)
+_MIN_OPENING = 2  # chunks at the model before a file's language is known, at least (one per worker on 2 cores)
 _BLOCK_SAMPLES = 30 * SAMPLE_RATE
 _MIN_RECHUNK_SAMPLES = 2 * SAMPLE_RATE
 PER_SEGMENT_JOIN_GAP_S = 0.5
@@ -259,49 +260,31 @@ class LongFileTranscriber:
     async def _consume(
         self, queue: asyncio.Queue[Any], options: LongAsrOptions, progress: _Progress
     ) -> tuple[list[_Outcome], int]:
-        """Submit chunks in groups of about half the engine's capacity, so batches split evenly over workers
-        (a CPU decoder does far more per second at batch 4 than at batch 1).
+        """Hand the planned chunks to a :class:`_Dispatcher` as they come; at the end, every chunk's outcome
+        (the file's language settled) and the number of samples in the file."""
 
-        When text is streamed (``on_text``), the first chunks go alone, as soon as they are planned, so the
-        first text comes after one small batch rather than after the whole file's; the rest waits for them
-        and is then split evenly as usual (a worker free first would otherwise take it all)."""
+        def start(plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions) -> asyncio.Task[_Outcome]:
+            return asyncio.ensure_future(self._chunk(plan, audio, decode, options, progress))
+
+        once = options.decode.language is None and not options.language_per_segment and self.asr.info.multilingual
         group = max(1, self.asr.capacity // 2)
-        lead = _STREAM_LEAD if progress.on_text is not None else 0
-        tasks: list[asyncio.Task[_Outcome]] = []
-        items: list[tuple[ChunkPlan, np.ndarray]] = []
-        submitted = 0
-
-        def submit_pending() -> None:
-            nonlocal submitted
-            for plan, audio in items[submitted:]:
-                tasks.append(asyncio.ensure_future(self._chunk(plan, audio, options.decode, options, progress)))
-            submitted = len(items)
-
+        dispatcher = _Dispatcher(
+            start, options.decode, group=group, opening=max(group, min(self.asr.capacity, _MIN_OPENING)),
+            lead=_STREAM_LEAD if progress.on_text is not None else 0,
+            total_s=progress.total_s, max_chunk_s=options.chunking.max_chunk_s, language_once=once,
+        )
         try:
             while True:
                 item = await queue.get()
                 if isinstance(item, BaseException):
                     raise item
                 if isinstance(item, int):
-                    if tasks[:lead]:
-                        await asyncio.wait(tasks[:lead])
-                    submit_pending()
-                    outcomes = await self._settle_language(list(await asyncio.gather(*tasks)), items, options)
+                    outcomes = await self._settle_language(await dispatcher.results(), dispatcher.items, options)
                     progress.finish(item)
                     return outcomes, item
-                items.append(item)
-                if len(items) <= lead:
-                    submit_pending()
-                    continue
-                if not all(t.done() for t in tasks[:lead]):
-                    continue
-                left_s = progress.total_s - item[0].file_end / SAMPLE_RATE
-                few_left = 0 < left_s < group * options.chunking.max_chunk_s / 2  # wait: one even split of all
-                if len(items) - submitted >= group and not few_left:
-                    submit_pending()
+                dispatcher.add(item)
         except BaseException:
-            for task in tasks:
-                task.cancel()
+            dispatcher.cancel()
             raise
 
     async def _settle_language(
@@ -309,9 +292,10 @@ class LongFileTranscriber:
     ) -> list[_Outcome]:
         """The file's language is its first speech's; chunks that detected another one are redone in it.
 
-        Chunks are decoded in parallel, each detecting its language from its own encoder output (nearly
-        free), so nothing waits for the first chunk; on single-language audio nothing is redone. The first
-        speech is the first chunk that produced text (a first chunk of music or noise says little).
+        The chunks sent before the first speech was decoded (see :class:`_Dispatcher`) each detected their
+        language from their own encoder output, so no worker waited for the first chunk; the later ones carry
+        the file's language. On single-language audio nothing is redone. The first speech is the first chunk
+        that produced text (a first chunk of music or noise says little).
         """
         if options.decode.language is not None or options.language_per_segment or not outcomes:
             return outcomes
@@ -456,6 +440,107 @@ class LongFileTranscriber:
             task=options.decode.task,
             stats=stats,
         )
+
+
+class _Dispatcher:
+    """Sends one file's chunks to the recogniser, in groups, and with the file's language once it is known.
+
+    Groups are about half the engine's capacity, so batches split evenly over workers (a CPU decoder does far
+    more per second at batch 4 than at batch 1); near the end of the file the rest waits to be split evenly
+    once. When text is streamed (``lead``), the first chunks go alone, as soon as they are planned, so the
+    first text comes after one small batch rather than after the whole file's; the rest waits for them (a
+    worker free first would otherwise take it all).
+
+    ``language_once`` (no language given, none kept per segment, a multilingual model): the file is in its
+    first speech's language, detected once. The first group goes without a language (each of its chunks
+    detects its own, and the batcher splits it over every worker); until the first speech is decoded no more
+    than ``opening`` chunks of the file are at the model (a group, at least two: with batches of one chunk a
+    group is half the workers; a chunk that finishes is replaced at once, so no worker waits on the first
+    chunk); every chunk sent after that carries the file's language and skips detection. Chunks that detected
+    another language are redone in it at the end, as before (``_settle_language``).
+    """
+
+    def __init__(
+        self,
+        start: Callable[[ChunkPlan, np.ndarray, DecodeOptions], asyncio.Task[_Outcome]],
+        decode: DecodeOptions,
+        *,
+        group: int,
+        opening: int,
+        lead: int,
+        total_s: float,
+        max_chunk_s: float,
+        language_once: bool,
+    ) -> None:
+        self._start = start
+        self._decode = decode
+        self._group, self._opening, self._lead = group, opening, lead
+        self._total_s, self._max_chunk_s = total_s, max_chunk_s
+        self._once = language_once
+        self._language: str | None = None
+        self._eof = self._closed = False
+        self.items: list[tuple[ChunkPlan, np.ndarray]] = []
+        self.tasks: list[asyncio.Task[_Outcome]] = []
+
+    def add(self, item: tuple[ChunkPlan, np.ndarray]) -> None:
+        """A newly planned chunk (in file order)."""
+        self.items.append(item)
+        self._dispatch()
+
+    async def results(self) -> list[_Outcome]:
+        """Every chunk has been planned: send the rest and return every chunk's outcome, in file order."""
+        self._eof = True
+        self._dispatch()
+        while len(self.tasks) < len(self.items):  # held back until the first speech is decoded
+            done, _ = await asyncio.wait([t for t in self.tasks if not t.done()], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.gather(*done)  # a failed chunk fails the file now
+            self._dispatch()
+        return list(await asyncio.gather(*self.tasks))
+
+    def cancel(self) -> None:
+        """Stop sending and cancel every chunk sent."""
+        self._closed = True
+        for task in self.tasks:
+            task.cancel()
+
+    def _dispatch(self) -> None:
+        pending = len(self.items) - len(self.tasks)
+        if self._closed or pending == 0:
+            return
+        if len(self.items) <= self._lead:
+            self._send(pending)
+            return
+        if not all(t.done() for t in self.tasks[: self._lead]):
+            return
+        if not self._eof:
+            left_s = self._total_s - self.items[-1][0].file_end / SAMPLE_RATE
+            few_left = 0 < left_s < self._group * self._max_chunk_s / 2  # wait: one even split of all
+            if pending < self._group or few_left:
+                return
+        if self._once and self._file_language() is None:
+            pending = min(pending, self._opening - sum(1 for t in self.tasks if not t.done()))
+        self._send(pending)
+
+    def _send(self, count: int) -> None:
+        decode = self._decode if self._language is None else replace(self._decode, language=self._language)
+        for plan, audio in self.items[len(self.tasks) : len(self.tasks) + max(0, count)]:
+            task = self._start(plan, audio, decode)
+            if self._once:
+                task.add_done_callback(lambda _: self._dispatch())
+            self.tasks.append(task)
+
+    def _file_language(self) -> str | None:
+        """The language of the first chunk that gave text, once it and every chunk before it are done (as
+        ``_settle_language`` chooses it); None before."""
+        if self._language is None:
+            for task in self.tasks:
+                if not task.done() or task.cancelled() or task.exception() is not None:
+                    return None
+                outcome = task.result()
+                if any(t.text for t in outcome.texts):
+                    self._language = outcome.language or None
+                    break
+        return self._language
 
 
 def _main_language(outcomes: list[_Outcome]) -> str:

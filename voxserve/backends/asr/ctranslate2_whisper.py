@@ -206,7 +206,7 @@ class CTranslate2Whisper:
     def _run_group(self, group: list[AsrRequest], previous: list[list[int]]) -> list[AsrResult]:
         mels = [self._mel(r.audio, r.options.window, r.options.fit_step_s) for r in group]
         encoded = self._encode(mels)
-        languages = self._languages(group, encoded)
+        languages = self._languages(group, encoded, mels)
         prompts = [prev + self._start(r.options, lang) for r, prev, (lang, _) in zip(group, previous, languages)]
         caps = [r.options.max_new_tokens for r in group]
         cap = None if None in caps else max(c for c in caps if c is not None)  # a batch shares one length limit
@@ -233,14 +233,20 @@ class CTranslate2Whisper:
             )
         return results
 
-    def _languages(self, group: list[AsrRequest], encoded: Any) -> list[tuple[str, float]]:
+    def _languages(self, group: list[AsrRequest], encoded: Any, mels: list[np.ndarray]) -> list[tuple[str, float]]:
+        """Each request's language: the one it gives, else the one detected (only requests without one are
+        detected on CPU, where picking their encoder output is a copy; on a GPU the whole batch is)."""
         if not self._info.multilingual:
             return [("en", 1.0)] * len(group)
-        if all(r.options.language for r in group):
+        unknown = [i for i, r in enumerate(group) if not r.options.language]
+        if not unknown:
             return [(str(r.options.language), 1.0) for r in group]
-        detected = self._detect(encoded)
-        return [(r.options.language, 1.0) if r.options.language else _best_allowed(d, r.options.allowed_languages)
-                for r, d in zip(group, detected)]
+        if self.device == "cpu" and len(unknown) < len(group):
+            detected = dict(zip(unknown, self._detect(self._select(encoded, mels, unknown))))
+        else:
+            detected = dict(enumerate(self._detect(encoded)))
+        return [(str(r.options.language), 1.0) if r.options.language
+                else _best_allowed(detected[i], r.options.allowed_languages) for i, r in enumerate(group)]
 
     def _sot(self, task: str, language: str) -> list[int]:
         seq = [self._special["startoftranscript"]]
