@@ -172,6 +172,10 @@ class LiveConfig(_Frozen):
     speculate_ms: int = Field(
         200, ge=0, le=10_000,
         description="A pause this long starts the final decode early; the end of speech then finds it done (0 = off).")
+    piece_s: float = Field(
+        6.0, ge=0, le=60,
+        description="At such a pause after this many seconds of speech, the speech so far is decoded as a piece of "
+                    "the final and kept: a long utterance's final then decodes only its last piece (0 = off).")
     max_message_mb: float = Field(4.0, gt=0, description="Largest WebSocket message (larger ones close with 1009).")
     speaker_similarity: float = Field(
         0.7, ge=-1.0, le=1.0, description="Live speaker labels: cosine similarity to join a known speaker."

@@ -95,6 +95,11 @@ class LiveOptions:
             audio up to the pause; when the pause turns out to end the utterance (``vad.min_silence_ms``
             later) the final is ready or nearly so, and when speech resumes the draft is dropped. Drafts run
             only while the engine has no queue (0 = off).
+        piece_s: at such a pause, once this much speech has come since the utterance's start (or its last
+            piece), the speech up to the pause is decoded as a piece of the final and kept whatever follows:
+            the final then decodes only the speech after the last piece, so its cost stays that of a short
+            utterance however long the speaker goes on. Pieces are work the final needs anyway, so they run
+            under load too (drafts do not). 0 = off.
     """
 
     vad: VadParams | None = field(default_factory=lambda: VadParams(min_speech_ms=_LIVE["min_speech_ms"].default,
@@ -124,6 +129,7 @@ class LiveOptions:
     priority: Priority = Priority.LIVE
     logprobs: bool = False
     speculate_ms: int = _LIVE["speculate_ms"].default
+    piece_s: float = _LIVE["piece_s"].default
 
     @classmethod
     def from_settings(cls, live: LiveConfig, guard: GuardSettings) -> LiveOptions:
@@ -137,6 +143,7 @@ class LiveOptions:
             partial_interval_ms=live.partial_interval_ms,
             speaker_similarity=live.speaker_similarity,
             speculate_ms=live.speculate_ms,
+            piece_s=live.piece_s,
             guard=GuardConfig.from_settings(guard),
         )
 
@@ -198,6 +205,14 @@ class _Utterance:
     last_partial: str = ""
     partial_at: int = 0
     draft: _Draft | None = None
+    pieces: list[_Draft] = field(default_factory=list)
+    prior: asyncio.Future[None] | None = None  # the previous utterance's final (its text may be our context)
+    completion: asyncio.Future[None] | None = None  # set when this utterance's final is out
+
+    @property
+    def cut(self) -> int:
+        """Where the speech not yet in a piece starts."""
+        return self.pieces[-1].end if self.pieces else self.start
 
     def drop_draft(self) -> None:
         """Cancel the draft: it decodes other audio than this utterance's final."""
@@ -205,10 +220,17 @@ class _Utterance:
             self.draft.task.cancel()
             self.draft = None
 
+    def cancel(self) -> None:
+        """Cancel every decode of this utterance (its audio was cleared)."""
+        self.drop_draft()
+        for piece in self.pieces:
+            piece.task.cancel()
+
 
 @dataclass
 class _Draft:
-    """A final decode started at a pause, on the audio up to ``end`` (the pause's start plus end padding)."""
+    """A final decode started at a pause, on the audio up to ``end`` (the pause's start plus end padding): a
+    speculative draft of the whole rest of the utterance, or a piece kept whatever follows."""
 
     end: int
     task: asyncio.Task[tuple[str, bool, tuple[TokenLogprob, ...]]]
@@ -242,6 +264,7 @@ class LiveStream:
         self._previous_text = ""  # the last utterance's accepted text, empty after a failed or empty one
         self._previous_end = -1  # where that utterance ended (samples)
         self._language: str | None = None  # the stream's language, once a long enough utterance showed it
+        self._last_completion: asyncio.Future[None] | None = None  # the last ended utterance's final
         self._partial_task: asyncio.Task[None] | None = None
         self._closed = False
         self._ended = False
@@ -365,7 +388,8 @@ class LiveStream:
     def _start_utterance(self, speech_start: int) -> None:
         floor = max(self._ring.start_sample, self._manual_start)
         start = max(floor, speech_start - self._samples(self.options.prefix_padding_ms))
-        self._utterance = _Utterance(f"item_{next(_item_ids):06d}", start, partial_at=start)
+        self._utterance = _Utterance(f"item_{next(_item_ids):06d}", start, partial_at=start,
+                                     prior=self._last_completion)
         self._emit(SpeechStarted(self._utterance.item_id, start))
 
     def _end_utterance(self, end: int) -> None:
@@ -374,6 +398,7 @@ class LiveStream:
         end = min(max(end, u.start + 1), max(self._position, self._ring.end_sample))
         self._utterance = None
         self._manual_start = end
+        u.completion = self._last_completion = asyncio.get_running_loop().create_future()
         if self._vad is not None:  # manual commits had no speech_started, so no speech_stopped either
             self._emit(SpeechStopped(u.item_id, end))
         self._emit(Committed(u.item_id, self._previous_item))
@@ -394,16 +419,20 @@ class LiveStream:
         wait = self._samples(self.options.speculate_ms)
         if pause is None or not wait or u.draft is not None or self._position - pause < wait:
             return
-        if self._finalizing or not self._finals.empty() or self._asr.busy:  # the context may change, or no room
-            return
         end = pause + self._samples(self.options.end_padding_ms)
-        if end > self._position or end <= u.start:
+        cut = max(u.cut, self._ring.start_sample)
+        if end > self._position or end <= cut:
             return
-        audio = self._ring.read(max(u.start, self._ring.start_sample), end)
-        task = asyncio.ensure_future(self._final_text(audio, self._context(u.start)))
+        piece = self.options.piece_s > 0 and end - cut >= self.options.piece_s * SAMPLE_RATE
+        if not piece and (self._finalizing or not self._finals.empty() or self._asr.busy):
+            return  # a draft may be wasted: only when the engine has room and the context is settled
+        task = asyncio.ensure_future(self._rest_text(u, list(u.pieces), self._ring.read(cut, end)))
         self._drafts.add(task)
         task.add_done_callback(self._drafts.discard)
-        u.draft = _Draft(end, task)
+        if piece:
+            u.pieces.append(_Draft(end, task))
+        else:
+            u.draft = _Draft(end, task)
 
     def _split_long_utterance(self) -> None:
         """Cut over-long speech at its quietest recent frame and carry on in a new item."""
@@ -436,7 +465,7 @@ class LiveStream:
 
     def _on_clear(self) -> None:
         if self._utterance is not None:
-            self._utterance.drop_draft()
+            self._utterance.cancel()
         self._utterance = None
         self._manual_start = self._position
         if self._machine is not None:
@@ -501,27 +530,62 @@ class LiveStream:
                 self._events.put_nowait(None)
                 return
             u, audio, end, stopped_at = job
-            self._finalizing = True
-            recognised = u.draft.task if u.draft is not None else self._final_text(audio, self._context(u.start))
             try:
-                (text, trusted, logprobs), speaker = await asyncio.gather(recognised, self._speaker(audio))
-            except VoxserveError as exc:
-                self._previous_text = ""
-                self._emit(TranscriptFailed(u.item_id, exc.message))
-                continue
-            except Exception as exc:  # noqa: BLE001 - an untyped failure fails this item alone, not the stream
-                log.exception("live recognition failed")
-                self._previous_text = ""
-                self._emit(TranscriptFailed(u.item_id, f"recognition failed: {type(exc).__name__}"))
-                continue
+                await self._complete(u, audio, end, stopped_at)
             finally:
-                self._backlog_samples -= len(audio)
-                self._finalizing = False
-            if text.startswith(u.emitted) and len(text) > len(u.emitted):
-                self._emit(TranscriptDelta(u.item_id, text[len(u.emitted):]))
-            self._emit(TranscriptCompleted(u.item_id, text, u.start, end, time.monotonic() - stopped_at, speaker,
-                                           logprobs))
-            self._previous_text, self._previous_end = (text if trusted else ""), end
+                if u.completion is not None and not u.completion.done():
+                    u.completion.set_result(None)
+
+    async def _complete(self, u: _Utterance, audio: np.ndarray, end: int, stopped_at: float) -> None:
+        """Recognise one ended utterance (its draft, or its pieces and the rest) and emit its final."""
+        self._finalizing = True
+        try:
+            (text, trusted, logprobs), speaker = await asyncio.gather(self._utterance_text(u, audio, end),
+                                                                      self._speaker(audio))
+        except VoxserveError as exc:
+            self._previous_text = ""
+            self._emit(TranscriptFailed(u.item_id, exc.message))
+            return
+        except Exception as exc:  # noqa: BLE001 - an untyped failure fails this item alone, not the stream
+            log.exception("live recognition failed")
+            self._previous_text = ""
+            self._emit(TranscriptFailed(u.item_id, f"recognition failed: {type(exc).__name__}"))
+            return
+        finally:
+            self._backlog_samples -= len(audio)
+            self._finalizing = False
+        if text.startswith(u.emitted) and len(text) > len(u.emitted):
+            self._emit(TranscriptDelta(u.item_id, text[len(u.emitted):]))
+        self._emit(TranscriptCompleted(u.item_id, text, u.start, end, time.monotonic() - stopped_at, speaker,
+                                       logprobs))
+        self._previous_text, self._previous_end = (text if trusted else ""), end
+
+    async def _utterance_text(self, u: _Utterance, audio: np.ndarray, end: int
+                              ) -> tuple[str, bool, tuple[TokenLogprob, ...]]:
+        """The final text of an ended utterance: its pieces' texts, then the rest (its draft when the draft
+        heard up to the end, else decoded now)."""
+        start = end - len(audio)
+        rest = audio[max(0, u.cut - start):]
+        if u.draft is not None:
+            tail = u.draft.task
+        elif len(rest) >= self._samples(_MIN_REST_MS) or not u.pieces:
+            tail = asyncio.ensure_future(self._rest_text(u, list(u.pieces), rest))
+        else:
+            tail = None  # the last piece ended where the utterance did
+        parts = [await piece.task for piece in u.pieces]
+        if tail is not None:
+            parts.append(await tail)
+        text = " ".join(t for t, _, _ in parts if t)
+        return text, all(trusted for _, trusted, _ in parts), tuple(lp for _, _, lps in parts for lp in lps)
+
+    async def _rest_text(self, u: _Utterance, pieces: list[_Draft], audio: np.ndarray
+                         ) -> tuple[str, bool, tuple[TokenLogprob, ...]]:
+        """Decode speech of ``u`` that follows ``pieces``, with the text before it (the previous utterance's,
+        when close, and the pieces') as the context."""
+        if u.prior is not None:
+            await asyncio.shield(u.prior)
+        said = [(await piece.task)[0] for piece in pieces]
+        return await self._final_text(audio, " ".join([self._context(u.start), *said]).strip())
 
     async def _speaker(self, audio: np.ndarray) -> str | None:
         """This utterance's speaker label (computed beside its text, so it adds no latency of its own)."""
@@ -592,6 +656,10 @@ class LiveStream:
             return "", False, ()
         result = without_repeats(best[0]) if "repetition" in best[1].reasons else best[0]
         return result.text, False, _logprobs(result)
+
+
+_MIN_REST_MS = 100
+"""Speech after an utterance's last piece shorter than this is padding only: not decoded."""
 
 
 def _known_voices(options: LiveOptions) -> KnownVoices | None:
