@@ -467,6 +467,29 @@ def test_the_first_group_keeps_both_workers_busy_and_later_chunks_skip_detection
     assert len(asr.requests()) == t.stats.chunks  # nothing redone
 
 
+def test_with_batches_of_one_chunk_both_workers_start_at_once() -> None:
+    """Two workers taking one chunk each: a group is one chunk, but two go before the language is known."""
+    audio, bursts = synth(LONG_LAYOUT)
+    spans: list[tuple[float, float]] = []
+
+    @dataclass
+    class Timed(BurstAsr):
+        def transcribe_batch(self, requests):  # type: ignore[no-untyped-def]
+            began = time.monotonic()
+            out = super().transcribe_batch(requests)
+            spans.append((began, time.monotonic()))
+            return out
+
+    asr = Timed(bursts=bursts, delay_s=0.2)
+    config = BatcherConfig(max_batch_size=1, max_wait_ms=2, offline_wait_ms=10, workers=2)
+    with transcriber(asr, config) as tr:
+        t = run(tr.run(wav(audio)), timeout=60)
+    check_words(t, bursts)
+    first, second = sorted(spans)[:2]
+    assert second[0] < first[1]
+    assert 2 <= len(_detections(asr)) <= 3 < t.stats.chunks
+
+
 def test_a_file_whose_first_speech_is_german_is_german_throughout() -> None:
     """The first group's chunks detected English; they are redone in German (the first speech's language)
     at the end, as before, and every chunk sent later carries German."""
