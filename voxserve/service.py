@@ -27,7 +27,7 @@ import numpy as np
 
 from voxserve.audio import AudioSource, decode_audio, decode_channels
 from voxserve.backends.base import DecodeOptions
-from voxserve.backends.registry import load_vad
+from voxserve.backends.registry import load_live_vad, load_vad
 from voxserve.config import Settings, load_settings
 from voxserve.engine.batcher import BatchObserver
 from voxserve.engine.executor import BlockingExecutor
@@ -234,7 +234,7 @@ class Voxserve:
         naming = None
         if options.known_speakers:
             options, naming = self._live_naming(options, embedder)
-        transcriber = LiveTranscriber(self.asr(model), load_vad, self.executor, embedder, naming)
+        transcriber = LiveTranscriber(self.asr(model), load_live_vad, self.executor, embedder, naming)
         return transcriber.stream(options, stream_id=stream_id)
 
     def _known_for_live(self, known: Sequence[KnownSpeaker] | Mapping[str, Float32Array]) -> tuple[KnownSpeaker, ...]:

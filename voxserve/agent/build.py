@@ -12,7 +12,7 @@ from voxserve.agent.llm import EmbeddedLlm, HttpChatLlm, LlmClient, LlmOptions
 from voxserve.agent.options import AgentOptions
 from voxserve.agent.prompt import PromptParams
 from voxserve.agent.turn import TurnParams
-from voxserve.backends.registry import load_vad
+from voxserve.backends.registry import load_live_vad
 from voxserve.config import AgentConfig
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import Recognizer
@@ -55,7 +55,7 @@ def build_agent(config: AgentConfig, asr: Recognizer, executor: BlockingExecutor
     warm_up(config, llm, tts, embedder)
     log.info("agent ready: LLM %s, knowledge %s", llm.name,
              f"{len(knowledge.passages)} passages" if knowledge else "none")
-    return Agent(asr, load_vad, executor, tts, llm, embedder, knowledge)
+    return Agent(asr, load_live_vad, executor, tts, llm, embedder, knowledge)
 
 
 def warm_up(config: AgentConfig, llm: LlmClient, tts: TtsService, embedder: TextEmbedder | None) -> None:

@@ -65,10 +65,18 @@ def load_asr(name_or_path: str, options: AsrLoadOptions | None = None) -> AsrMod
 
 
 def load_vad() -> VadModel:
-    """A fresh Silero VAD for one stream."""
+    """A fresh Silero VAD for one file or stream."""
     from voxserve.backends.vad.silero import SileroVad
 
     return SileroVad()
+
+
+def load_live_vad() -> VadModel:
+    """A Silero VAD for one live stream: a second state that restarts in quiet keeps quiet speech that follows
+    loud speech or long silence (:data:`voxserve.backends.vad.silero.FRESH_AFTER_S`)."""
+    from voxserve.backends.vad.silero import FRESH_AFTER_S, SileroVad
+
+    return SileroVad(fresh_after_s=FRESH_AFTER_S)
 
 
 # ------------------------------------------------------------------------------------- diarization
