@@ -910,3 +910,20 @@ def test_clearing_a_long_utterance_cancels_its_pieces() -> None:
     with transcriber(asr) as live:
         events = run_stream(live, replace(NO_PARTIALS, piece_s=2.5), feed, timeout_s=10.0)
     assert [e.text for e in of(events, TranscriptCompleted)] == [PHRASES[700]]
+
+
+def test_partials_after_a_piece_decode_only_the_speech_after_it() -> None:
+    audio = np.concatenate([silence(0.3), tone(3.0, 300), silence(0.3), tone(3.0, 500), silence(1.0)])
+    asr = ScriptedAsr(script=phrase_script, delay_for=lambda r: 0.02)
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio, block_s=0.05, pause_s=0.02)
+        s.end_input()
+
+    with transcriber(asr) as live:
+        events = run_stream(live, LiveOptions(partial_interval_ms=400, piece_s=2.5), feed, timeout_s=8.0)
+    joined = f"{PHRASES[300]} {PHRASES[500]}"
+    assert joined in [p.text for p in of(events, Partial)]  # the piece's text, then the new speech's
+    assert [e.text for e in of(events, TranscriptCompleted)] == [joined]
+    # After the piece no request holds its audio again: the longest decode is one stretch (3 s + padding).
+    assert max(len(r.audio) for r in asr.requests) < 3.8 * SR

@@ -504,21 +504,29 @@ class LiveStream:
             return
         if self._asr.busy:  # the engine has a queue: previews wait, finals do not
             return
+        if u.pieces and not u.pieces[-1].task.done():
+            return  # the speech after the last piece has no settled context yet
+        said = [p.task.result()[0] for p in u.pieces if not p.task.cancelled() and p.task.exception() is None]
+        if len(said) < len(u.pieces):
+            return  # a piece failed: the final will say so
         u.partial_at = self._position
-        audio = self._ring.read(max(u.start, self._ring.start_sample), self._position)
-        self._partial_task = asyncio.ensure_future(self._partial(u, audio, self._position))
+        audio = self._ring.read(max(u.cut, self._ring.start_sample), self._position)
+        self._partial_task = asyncio.ensure_future(self._partial(u, audio, self._position, " ".join(t for t in said if t)))
 
-    async def _partial(self, u: _Utterance, audio: np.ndarray, end: int) -> None:
+    async def _partial(self, u: _Utterance, audio: np.ndarray, end: int, pieces_text: str = "") -> None:
+        """A preview of the utterance so far: its pieces' text, then the speech after them decoded now."""
+        context = " ".join([self._context(u.start), pieces_text]).strip()
         try:
-            result = await self._asr.transcribe(self._request(audio, self._context(u.start)), Priority.PARTIAL)
+            result = await self._asr.transcribe(self._request(audio, context), Priority.PARTIAL)
         except Exception:  # noqa: BLE001 - a preview is best effort; the final reports failures
             return
         if (u is not self._utterance or not result.text or is_repetitive(result.text.split(), self.options.guard)
                 or copies_glossary(result.text, self.options.keyterms)):
             return
-        stable = _agreed_prefix(u.last_partial, result.text)
-        u.last_partial = result.text
-        self._emit(Partial(u.item_id, result.text, end))
+        text = f"{pieces_text} {result.text}".strip()
+        stable = _agreed_prefix(u.last_partial, text)
+        u.last_partial = text
+        self._emit(Partial(u.item_id, text, end))
         if len(stable) > len(u.emitted) and stable.startswith(u.emitted):
             self._emit(TranscriptDelta(u.item_id, stable[len(u.emitted):]))
             u.emitted = stable
