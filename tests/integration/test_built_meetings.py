@@ -52,7 +52,8 @@ def test_diarization_der_on_a_built_meeting(vox: Voxserve, voices: list[Voice]) 
     d = asyncio.run(vox.adiarize(audio))
     duration = len(audio) / SAMPLE_RATE
     der0, der25 = (score_der(turns, d.turns, duration, c).der for c in (0.0, 0.25))
-    # Measured (resemblyzer, automatic count, 91 s, FEE078 + MEE009 + JFK): 7.2 % at 0.25 s, 17.1 % at no
-    # collar; 5 speakers found for 3 (two small extra clusters).
-    assert der25 <= 0.12 and der0 <= 0.24, (der0, der25)
-    assert 2 <= len(d.speakers) <= 6
+    # Measured (resemblyzer, automatic count, 91 s, FEE078 + MEE009 + JFK, 110 embeddings so clustered
+    # spectrally): 4.4 % at 0.25 s, 15.1 % at no collar, 3 speakers (the agglomerative cut alone: 7.2 % and
+    # 17.1 %, 5 speakers).
+    assert der25 <= 0.08 and der0 <= 0.20, (der0, der25)
+    assert len(d.speakers) == 3

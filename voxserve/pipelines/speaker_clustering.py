@@ -59,7 +59,11 @@ class ClusteringParams:
     min_cluster_size: int = 2
     """Clusters with fewer embeddings are absorbed by the nearest large cluster."""
     linkage: str = "average"
-    """``average`` (on cosine distances, with cannot-link pairs) or ``centroid``."""
+    """``average`` (on cosine distances, with cannot-link pairs), ``centroid``, or ``spectral``
+    (:mod:`voxserve.pipelines.speaker_spectral`: eigen-gap count, ``threshold`` unused)."""
+    spectral_from: int | None = None
+    """With at least this many embeddings, spectral clustering (eigen-gap count) replaces the agglomerative
+    cut; None: never (unless ``linkage`` is ``spectral``)."""
     cannot_link: bool = True
     """Two local speakers of one window are different people: their distance is set to the maximum (2)."""
 
@@ -87,6 +91,8 @@ def cluster_embeddings(
     if n == 1:
         return np.zeros(1, dtype=np.int64)
     x = normalise(embeddings).astype(np.float64)
+    if params.linkage == "spectral" or (params.spectral_from is not None and n >= params.spectral_from):
+        return _spectral(x, params, count, apart)
     tree = _tree(x, params, apart)
     from scipy.cluster.hierarchy import fcluster
 
@@ -99,6 +105,20 @@ def cluster_embeddings(
             labels = fcluster(tree, target, criterion="maxclust") - 1
             min_size = 1
     return _absorb_small(x, labels, min_size)
+
+
+def _spectral(x: npt.NDArray[np.float64], params: ClusteringParams, count: SpeakerCount,
+              apart: npt.NDArray[np.bool_] | None) -> I64:
+    """Spectral clustering with the eigen-gap count (clamped to the caller's count), small clusters absorbed."""
+    from voxserve.pipelines.speaker_spectral import SpectralParams, spectral_labels
+
+    spectral = SpectralParams()
+    apart = apart if params.cannot_link else None
+    labels = spectral_labels(x, spectral, count.num_speakers, apart)
+    target = count.clamp(int(labels.max()) + 1 if len(labels) else 1)
+    if target != int(labels.max()) + 1:
+        labels = spectral_labels(x, spectral, target, apart)
+    return _absorb_small(x, labels, min(params.min_cluster_size, len(x)))
 
 
 def _tree(x: npt.NDArray[np.float64], params: ClusteringParams, apart: npt.NDArray[np.bool_] | None) -> npt.NDArray[np.float64]:
