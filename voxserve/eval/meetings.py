@@ -7,8 +7,9 @@ Voices (:func:`half_voices`) are stretches of one person's speech:
   (the AMI id is the speaker, across excerpts);
 - single-speaker clips of the half (``asr``, and the half's part of the long-form LJSpeech reading): runs of
   speech found by Silero VAD on these close-talk recordings (pauses under 0.25 s bridged, 30 ms padding,
-  runs under 0.5 s dropped; frame energy was tried first and took JFK's crowd noise for speech). The MFA clips are all their author (one voice; his falsetto and whispered clips are
-  left out); LJSpeech clips are one reader.
+  runs under 0.5 s dropped; frame energy was tried first and took JFK's crowd noise for speech). The MFA
+  clips are all their author (one voice; his falsetto and whispered clips are left out); LJSpeech clips
+  are one reader.
 
 A meeting (:func:`build_meeting`, seeded) draws its speakers, then turns: a speaker other than the last
 one says a piece (1-6 s) cut at a random place of one of their stretches, so every sample of a turn is
@@ -35,7 +36,7 @@ from voxserve.eval.split import LONG_FORM, LONG_FORM_CHECK_FROM_S, Half, names
 from voxserve.types import SAMPLE_RATE, Float32Array, SpeakerTurn
 
 FRAME = SAMPLE_RATE // 100
-"""10 ms frames (of references and energy)."""
+"""10 ms frames (reference activity and overlap are counted in them)."""
 MIN_AMI_RUN_S = 1.0
 MIN_VOICE_S = 5.0
 """Voices with less speech than this in the half are not used."""
