@@ -435,29 +435,32 @@ def test_the_language_is_detected_once_per_file() -> None:
     assert t.language == "en" and t.language_probability == 0.95  # the detection's, as before
 
 
+
+@dataclass
+class TimedBurstAsr(BurstAsr):
+    """BurstAsr that records when each batch ran (to see whether the workers started together)."""
+
+    spans: list[tuple[float, float]] = field(default_factory=list)
+
+    def transcribe_batch(self, requests):  # type: ignore[no-untyped-def]
+        began = time.monotonic()
+        out = super().transcribe_batch(requests)
+        self.spans.append((began, time.monotonic()))
+        return out
+
 def test_the_first_group_keeps_both_workers_busy_and_later_chunks_skip_detection() -> None:
     """Two workers: the first group (4 chunks) goes at once, split over both, each chunk detecting its own
     language; the chunks sent after the first chunk's text is in carry the file's language, so a later chunk
     that would have detected German is decoded in English at once, not detected and then redone."""
     audio, bursts = synth(LAYOUT * 6, step=45)  # 120 bursts (up to 5.7 kHz): about 400 s, 14 or more chunks
     german = bursts[100]
-    spans: list[tuple[float, float]] = []
-
-    @dataclass
-    class Timed(BurstAsr):
-        def transcribe_batch(self, requests):  # type: ignore[no-untyped-def]
-            began = time.monotonic()
-            out = super().transcribe_batch(requests)
-            spans.append((began, time.monotonic()))
-            return out
-
-    asr = Timed(bursts=bursts, delay_s=0.2, detect=lambda freqs: "de" if german.freq in freqs else "en")
+    asr = TimedBurstAsr(bursts=bursts, delay_s=0.2, detect=lambda freqs: "de" if german.freq in freqs else "en")
     config = BatcherConfig(max_batch_size=4, max_wait_ms=2, offline_wait_ms=10, workers=2)  # groups of 4
     with transcriber(asr, config) as tr:
         t = run(tr.run(wav(audio)), timeout=60)
     check_words(t, bursts)
     assert t.language == "en" and t.stats.chunks >= 12
-    first, second = sorted(spans)[:2]
+    first, second = sorted(asr.spans)[:2]
     assert second[0] < first[1]  # the second worker did not wait for the first chunk
     detected = _detections(asr)
     # the first group, and at most the other worker's next batch (2 chunks) when it finished first
@@ -470,22 +473,12 @@ def test_the_first_group_keeps_both_workers_busy_and_later_chunks_skip_detection
 def test_with_batches_of_one_chunk_both_workers_start_at_once() -> None:
     """Two workers taking one chunk each: a group is one chunk, but two go before the language is known."""
     audio, bursts = synth(LONG_LAYOUT)
-    spans: list[tuple[float, float]] = []
-
-    @dataclass
-    class Timed(BurstAsr):
-        def transcribe_batch(self, requests):  # type: ignore[no-untyped-def]
-            began = time.monotonic()
-            out = super().transcribe_batch(requests)
-            spans.append((began, time.monotonic()))
-            return out
-
-    asr = Timed(bursts=bursts, delay_s=0.2)
+    asr = TimedBurstAsr(bursts=bursts, delay_s=0.2)
     config = BatcherConfig(max_batch_size=1, max_wait_ms=2, offline_wait_ms=10, workers=2)
     with transcriber(asr, config) as tr:
         t = run(tr.run(wav(audio)), timeout=60)
     check_words(t, bursts)
-    first, second = sorted(spans)[:2]
+    first, second = sorted(asr.spans)[:2]
     assert second[0] < first[1]
     assert 2 <= len(_detections(asr)) <= 3 < t.stats.chunks
 
