@@ -818,18 +818,23 @@ def test_copies_prompt() -> None:
 # ------------------------------------------------------------------------------- drafts at pauses
 
 
+def _paced(audio: np.ndarray, asr: ScriptedAsr, options: LiveOptions, pause_s: float, timeout_s: float
+           ) -> list[LiveEvent]:
+    """Every event of one stream fed ``audio`` in 50 ms blocks, ``pause_s`` apart (0.05: real time), then ended."""
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio, block_s=0.05, pause_s=pause_s)
+        s.end_input()
+
+    with transcriber(asr) as live:
+        return run_stream(live, options, feed, timeout_s=timeout_s)
+
+
 def _paced_latency(speculate_ms: int) -> tuple[list[LiveEvent], ScriptedAsr]:
     """One 1 s burst then 1 s of silence, pushed at real-time pace, through a recogniser taking 0.2 s."""
     audio = np.concatenate([silence(0.3), tone(1.0, 300), silence(1.0)])
     asr = ScriptedAsr(script=phrase_script, delay_for=lambda r: 0.2)
-
-    async def feed(s: LiveStream) -> None:
-        await push_paced(s, audio, block_s=0.05, pause_s=0.05)
-        s.end_input()
-
-    with transcriber(asr) as live:
-        events = run_stream(live, replace(NO_PARTIALS, speculate_ms=speculate_ms), feed, timeout_s=6.0)
-    return events, asr
+    return _paced(audio, asr, replace(NO_PARTIALS, speculate_ms=speculate_ms), 0.05, 6.0), asr
 
 
 def test_a_pause_that_ends_the_utterance_finds_its_final_already_decoding() -> None:
@@ -871,14 +876,7 @@ def _long_utterance(piece_s: float) -> tuple[list[LiveEvent], ScriptedAsr]:
     audio = np.concatenate([silence(0.3), tone(3.0, 300), silence(0.3), tone(3.0, 500), silence(0.3),
                             tone(1.0, 700), silence(1.0)])
     asr = ScriptedAsr(script=phrase_script, delay_for=lambda r: 0.1 * len(r.audio) / SR)
-
-    async def feed(s: LiveStream) -> None:
-        await push_paced(s, audio, block_s=0.05, pause_s=0.025)
-        s.end_input()
-
-    with transcriber(asr) as live:
-        events = run_stream(live, replace(NO_PARTIALS, piece_s=piece_s), feed, timeout_s=8.0)
-    return events, asr
+    return _paced(audio, asr, replace(NO_PARTIALS, piece_s=piece_s), 0.025, 8.0), asr
 
 
 def test_a_long_utterance_is_decoded_in_pieces_and_its_final_costs_its_last_piece() -> None:
@@ -915,13 +913,7 @@ def test_clearing_a_long_utterance_cancels_its_pieces() -> None:
 def test_partials_after_a_piece_decode_only_the_speech_after_it() -> None:
     audio = np.concatenate([silence(0.3), tone(3.0, 300), silence(0.3), tone(3.0, 500), silence(1.0)])
     asr = ScriptedAsr(script=phrase_script, delay_for=lambda r: 0.02)
-
-    async def feed(s: LiveStream) -> None:
-        await push_paced(s, audio, block_s=0.05, pause_s=0.02)
-        s.end_input()
-
-    with transcriber(asr) as live:
-        events = run_stream(live, LiveOptions(partial_interval_ms=400, piece_s=2.5), feed, timeout_s=8.0)
+    events = _paced(audio, asr, LiveOptions(partial_interval_ms=400, piece_s=2.5), 0.02, 8.0)
     joined = f"{PHRASES[300]} {PHRASES[500]}"
     assert joined in [p.text for p in of(events, Partial)]  # the piece's text, then the new speech's
     assert [e.text for e in of(events, TranscriptCompleted)] == [joined]
