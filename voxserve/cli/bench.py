@@ -273,6 +273,14 @@ def cmd_tts(args: argparse.Namespace) -> int:
     return 0
 
 
+def _numbers(text: str, flag: str) -> tuple[float, ...]:
+    """A comma-separated list of numbers given to ``flag``; InvalidInput names the flag when one is not."""
+    try:
+        return tuple(float(r) for r in text.split(",") if r.strip())
+    except ValueError:
+        raise InvalidInput(f"{flag} must be comma-separated numbers, not {text!r}") from None
+
+
 def _cmd_tts_goodput(args: argparse.Namespace) -> int:
     """``bench tts --rates``: first audio and gap-free streams under Poisson arrivals, over a loopback server."""
     import tempfile
@@ -280,10 +288,7 @@ def _cmd_tts_goodput(args: argparse.Namespace) -> int:
     from voxserve.bench.tts_goodput import GoodputConfig, format_goodput, run_goodput
     from voxserve.config import load_settings
 
-    try:
-        rates = tuple(float(r) for r in args.rates.split(",") if r.strip())
-    except ValueError:
-        raise InvalidInput(f"--rates must be comma-separated numbers, not {args.rates!r}") from None
+    rates = _numbers(args.rates, "--rates")
     config = GoodputConfig(rates=rates, seconds=args.seconds, voice=args.voice, seed=args.seed,
                            client_buffer_s=args.client_buffer_ms / 1000.0, baseline=not args.no_baseline)
     config.validate()
@@ -305,10 +310,7 @@ def _cmd_tts_text_stream(args: argparse.Namespace) -> int:
     from voxserve.bench.tts_text_stream import TextStreamConfig, format_text_stream, run_text_stream
     from voxserve.config import load_settings
 
-    try:
-        rates = tuple(float(r) for r in args.token_rates.split(",") if r.strip())
-    except ValueError:
-        raise InvalidInput(f"--token-rates must be comma-separated numbers, not {args.token_rates!r}") from None
+    rates = _numbers(args.token_rates, "--token-rates")
     wait_ms = args.wait_ms if args.wait_ms is not None else AgentOptions().first_segment_wait_s * 1000.0
     config = TextStreamConfig(replies=args.replies, token_rates=rates, llm=not args.no_llm, wait_ms=wait_ms,
                               voice=args.voice)

@@ -507,14 +507,14 @@ class LiveStream:
             return
         if self._asr.busy:  # the engine has a queue: previews wait, finals do not
             return
-        if u.pieces and not u.pieces[-1].task.done():
-            return  # the speech after the last piece has no settled context yet
-        said = [p.task.result()[0] for p in u.pieces if not p.task.cancelled() and p.task.exception() is None]
-        if len(said) < len(u.pieces):
-            return  # a piece failed: the final will say so
+        if u.pieces:  # each piece awaits the ones before it: the last one settles them all
+            last = u.pieces[-1].task
+            if not last.done() or last.cancelled() or last.exception() is not None:
+                return  # no settled context yet, or a piece failed (the final will say so)
+        said = " ".join(t for t in (p.task.result()[0] for p in u.pieces) if t)
         u.partial_at = self._position
         audio = self._ring.read(max(u.cut, self._ring.start_sample), self._position)
-        self._partial_task = asyncio.ensure_future(self._partial(u, audio, self._position, " ".join(t for t in said if t)))
+        self._partial_task = asyncio.ensure_future(self._partial(u, audio, self._position, said))
 
     async def _partial(self, u: _Utterance, audio: np.ndarray, end: int, pieces_text: str = "") -> None:
         """A preview of the utterance so far: its pieces' text, then the speech after them decoded now."""
