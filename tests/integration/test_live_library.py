@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,16 +12,17 @@ import pytest
 from tests.quality import READER, jfk_wer, wer
 from voxserve import Voxserve
 from voxserve.audio import decode_audio
+from voxserve.streaming.live_asr import LiveOptions
 from voxserve.streaming.live_events import TranscriptCompleted
 
 pytestmark = pytest.mark.slow
 
 
-def live_texts(vox: Voxserve, audio: np.ndarray) -> list[str]:
+def live_texts(vox: Voxserve, audio: np.ndarray, options: LiveOptions | None = None) -> list[str]:
     """The completed transcripts of one stream fed ``audio`` (all at once: faster than real time)."""
 
     async def main() -> list[str]:
-        stream = vox.live()
+        stream = vox.live(options)
         for i in range(0, len(audio), 3200):
             stream.push(audio[i : i + 3200])
         stream.end_input()
@@ -40,6 +43,18 @@ def test_a_short_utterance_is_not_doubled(facade: Voxserve, data_dir: object) ->
     window hears it once."""
     texts = live_texts(facade, decode_audio(data_dir / "fw_jfk.flac"))  # type: ignore[operator]
     assert jfk_wer(" ".join(texts)) <= 0.1, texts
+
+
+def test_a_short_utterance_that_loops_once_is_decoded_again(facade: Voxserve, data_dir: object) -> None:
+    """"one ... two three" in English: after "1" as the prompt, the 2 s "two three" came back "2 3 2 3" (one
+    loop: no repeated run the guard counts, a plausible word rate); its word timings show the second "2" in no
+    time, so it is decoded again (without the prompt: "2, 3")."""
+    options = facade.live_options()
+    audio = decode_audio(data_dir / "corpus" / "asr" / "ub_english_123.wav")  # type: ignore[operator]
+    texts = live_texts(facade, audio, replace(options, decode=replace(options.decode, language="en")))
+    digits = {"one": "1", "two": "2", "three": "3"}
+    said = [digits.get(w, w) for w in re.findall(r"\w+", " ".join(texts).lower())]
+    assert said == ["1", "2", "3"], texts
 
 
 def test_a_sentence_really_said_twice_stays_twice(facade: Voxserve, data_dir: object) -> None:

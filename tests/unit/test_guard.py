@@ -13,10 +13,12 @@ from voxserve.pipelines.guard import (
     GuardConfig,
     LoopEvidence,
     Verdict,
+    any_repeat,
     assess,
     compression_ratio,
     is_repetitive,
     repeat_runs,
+    timed_repeat_reasons,
     word_count,
 )
 from voxserve.types import SAMPLE_RATE
@@ -255,6 +257,23 @@ def test_loop_evidence_from_word_timings() -> None:
     late = tuple((8.5 + i, 8.9 + i) if i >= 12 else t for i, t in enumerate(spread))
     v = assess(" ".join(words), -0.3, 0.05, 8 * S, "en", evidence=LoopEvidence(word_times=late, speech_end_s=8.0))
     assert "past_speech" in v.reasons and not v.passed
+
+
+def test_a_phrase_said_twice_is_judged_by_its_timings() -> None:
+    """"two three" decoded "2 3 2 3" (the live path, measured): the repeat is a run only under any_repeat, and
+    its timings (the second "2" 0 ms long, as the aligner put it) fail it; the same words spoken at a person's
+    pace pass, and so does a text without a repeat."""
+    words = "2 3 2 3".split()
+    strict = any_repeat(GuardConfig())
+    assert not is_repetitive(words, GuardConfig()) and is_repetitive(words, strict)
+    assert not is_repetitive("2 3 4 5".split(), strict)
+    looped = LoopEvidence(word_times=((0.0, 0.58), (0.58, 1.3), (1.3, 1.3), (1.3, 1.56)), speech_end_s=1.98)
+    assert timed_repeat_reasons(words, strict, looped) == ["squeezed_words"]
+    spoken = LoopEvidence(word_times=((0.1, 0.4), (0.45, 0.8), (1.0, 1.3), (1.35, 1.7)), speech_end_s=1.98)
+    assert timed_repeat_reasons(words, strict, spoken) == []
+    late = LoopEvidence(word_times=((0.1, 0.4), (0.45, 0.8), (2.0, 2.3), (2.35, 2.7)), speech_end_s=1.98)
+    assert timed_repeat_reasons(words, strict, late) == ["past_speech"]
+    assert timed_repeat_reasons(words, strict, LoopEvidence()) == []  # no timings, no verdict
 
 
 def test_fast_and_unsure_runs_fail() -> None:

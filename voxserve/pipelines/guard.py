@@ -162,15 +162,31 @@ def loop_reasons(
         reasons.append("fast_words")
     if avg_logprob < config.loop_min_avg_logprob:
         reasons.append("unsure_words")
-    if evidence.word_times and len(evidence.word_times) == len(words):
-        repeated = repeated_indices(words, config)
-        times = [evidence.word_times[i] for i in repeated]
-        squeezed = sum(1 for start, end in times if end - start < config.min_word_s)
-        if times and squeezed * 4 >= len(times):
-            reasons.append("squeezed_words")
-        if evidence.speech_end_s and any(start >= evidence.speech_end_s for start, _ in times):
-            reasons.append("past_speech")
+    reasons.extend(timed_repeat_reasons(words, config, evidence))
     return reasons
+
+
+def timed_repeat_reasons(words: list[str], config: GuardConfig, evidence: LoopEvidence) -> list[str]:
+    """What the word timings say against the repeated run(s) of ``words`` (the runs ``config`` counts):
+    its repeated words squeezed into no time (a quarter of them shorter than ``min_word_s``), or starting
+    past the end of the speech. Empty without timings, or when the repeats took time like real speech."""
+    if not evidence.word_times or len(evidence.word_times) != len(words):
+        return []
+    times = [evidence.word_times[i] for i in repeated_indices(words, config)]
+    reasons = []
+    squeezed = sum(1 for start, end in times if end - start < config.min_word_s)
+    if times and squeezed * 4 >= len(times):
+        reasons.append("squeezed_words")
+    if evidence.speech_end_s and any(start >= evidence.speech_end_s for start, _ in times):
+        reasons.append("past_speech")
+    return reasons
+
+
+def any_repeat(config: GuardConfig) -> GuardConfig:
+    """``config`` with every word or phrase said twice in a row counted as a repeated run. A short decode
+    that loops once ("two three" -> "2 3 2 3") looks like a person saying a thing twice: under this config
+    :func:`is_repetitive` finds both, and only :func:`timed_repeat_reasons` tells them apart."""
+    return replace(config, long_phrase=1)
 
 
 def collapse_repeats(words: list[str], config: GuardConfig = GuardConfig()) -> list[int]:

@@ -34,8 +34,10 @@ from voxserve.pipelines.guard import (
     GuardConfig,
     LoopEvidence,
     Verdict,
+    any_repeat,
     assess,
     is_repetitive,
+    timed_repeat_reasons,
     token_cap,
     without_repeats,
 )
@@ -615,10 +617,11 @@ class LiveStream:
         return name if name is not None else self._speakers.assign(embedding, reliable=reliable)
 
     async def _decode(self, audio: np.ndarray, context: str, window: tuple[str, float] | None,
-                      keyterms: tuple[str, ...]) -> tuple[AsrResult, Verdict]:
-        """One final decode of an utterance (``keyterms`` as its glossary) and the guard's verdict on it."""
+                      keyterms: tuple[str, ...], *, timed: bool = False) -> tuple[AsrResult, Verdict]:
+        """One final decode of an utterance (``keyterms`` as its glossary; ``timed``: with word timings)
+        and the guard's verdict on it."""
         request = self._request(audio, context, window, keyterms)
-        if self.options.logprobs:  # token probabilities come from the aligner
+        if timed or self.options.logprobs:  # token probabilities come from the aligner
             request = AsrRequest(request.audio, replace(request.options, word_timestamps=True))
         result = await self._asr.transcribe(request, self.options.priority)
         if (request.options.language is None and len(audio) >= _DETECT_MIN_S * SAMPLE_RATE
@@ -630,6 +633,24 @@ class LiveStream:
                          self.options.guard, evidence)
         return result, verdict
 
+    async def _repeat_verdict(self, audio: np.ndarray, context: str, window: tuple[str, float] | None,
+                              keyterms: tuple[str, ...], result: AsrResult, verdict: Verdict
+                              ) -> tuple[AsrResult, Verdict]:
+        """A passing result that says some word or phrase twice in a row, judged by its word timings: a
+        decoder that looped once packs the repeat into no time or past the speech ("two three" came back
+        "2 3 2 3", its second "2" 0 ms long); a person who said it twice took time for each."""
+        words = result.text.split()
+        strict = any_repeat(self.options.guard)
+        if not self.options.guard.enabled or not is_repetitive(words, strict):
+            return result, verdict
+        if not result.words:  # decoded without timings: the same decode again, aligned (same text)
+            result, verdict = await self._decode(audio, context, window, keyterms, timed=True)
+            words = result.text.split()
+        evidence = LoopEvidence(word_times=tuple((w.start / SAMPLE_RATE, w.end / SAMPLE_RATE) for w in result.words),
+                                speech_end_s=len(audio) / SAMPLE_RATE)
+        loop = timed_repeat_reasons(words, strict, evidence) if verdict.passed else []
+        return result, (replace(verdict, passed=False, reasons=("repetition", *loop)) if loop else verdict)
+
     async def _final_text(self, audio: np.ndarray, context: str) -> tuple[str, bool, tuple[TokenLogprob, ...]]:
         """The utterance's text, whether it passed the guard (only such text conditions the next one), and its
         tokens' log-probabilities (when the stream asked for them).
@@ -637,15 +658,16 @@ class LiveStream:
         With previous text as the prompt, Whisper sometimes copies the prompt instead of hearing the audio
         ("8. The press yard" -> "8. The narrative ..."): a result that repeats the prompt is decoded again
         without it, and so is one that fails the guard; one that says the key terms' glossary is decoded again
-        without the glossary (which then stays off for this utterance). A passing result that says a phrase twice in a row
-        gets a second opinion in the next, longer window: a short utterance in a fitted window padded with
-        silence came back "And so my fellow Americans. And so my fellow Americans."; a person who really said
-        it twice is heard saying it twice in both windows, and then the first result stands."""
+        without the glossary (which then stays off for this utterance). A passing result that says a word or phrase twice
+        in a row is judged by its word timings (:meth:`_repeat_verdict`): a short utterance in a fitted window
+        padded with silence came back "And so my fellow Americans. And so my fellow Americans.", and "two
+        three" came back "2 3 2 3"; such a result fails and is decoded again, while a person who really said
+        it twice keeps both."""
         best: tuple[AsrResult, Verdict] | None = None
         contexts = (context, "") if context else ("",)
         windows = (None, *self.options.retry_windows)
         keyterms = self.options.keyterms
-        for w, window in enumerate(windows):
+        for window in windows:
             for ctx in contexts:
                 result, verdict = await self._decode(audio, ctx, window, keyterms)
                 if keyterms and copies_glossary(result.text, keyterms):
@@ -655,18 +677,16 @@ class LiveStream:
                     return "", False, ()
                 copied = bool(ctx) and copies_prompt(result.text, ctx)
                 if verdict.passed and not copied:
-                    if w + 1 < len(windows) and is_repetitive(result.text.split(), self.options.guard):
-                        second, second_verdict = await self._decode(audio, ctx, windows[w + 1], keyterms)
-                        if second_verdict.passed and not is_repetitive(second.text.split(), self.options.guard):
-                            result = second
-                    return result.text, True, _logprobs(result)
+                    result, verdict = await self._repeat_verdict(audio, ctx, window, keyterms, result, verdict)
+                if verdict.passed and not copied:
+                    return result.text, True, _logprobs(result) if self.options.logprobs else ()
                 if not copied and (best is None or len(verdict.reasons) < len(best[1].reasons)):
                     best = (result, verdict)
             contexts = ("",)  # a failed first try: the retries decode without previous text
         if best is None:
             return "", False, ()
         result = without_repeats(best[0]) if "repetition" in best[1].reasons else best[0]
-        return result.text, False, _logprobs(result)
+        return result.text, False, _logprobs(result) if self.options.logprobs else ()
 
 
 _MIN_REST_MS = 100
