@@ -895,6 +895,19 @@ def test_a_long_utterance_is_decoded_in_pieces_and_its_final_costs_its_last_piec
     assert done.latency_s < 0.5 * late.latency_s and late.latency_s > 0.45, (done.latency_s, late.latency_s)
 
 
+def test_a_dropped_draft_does_not_cancel_the_piece_it_waits_for() -> None:
+    """A piece still decoding, then a pause (a draft starts: it awaits the piece for its context), then more
+    speech (the draft is dropped). Cancelling the draft cancelled the piece too: the final, which needs the
+    piece, died with a CancelledError and the stream never ended (seen on mfa_acoustic_corpus fed at once)."""
+    audio = np.concatenate([silence(0.3), tone(3.0, 300), silence(0.3), tone(1.0, 500), silence(0.3),
+                            tone(0.5, 700), silence(1.0)])
+    asr = ScriptedAsr(script=phrase_script, delay_for=lambda r: 1.0 if dominant_freq(r.audio) == 300 else 0.02)
+    events = _paced(audio, asr, replace(NO_PARTIALS, piece_s=2.5), 0.025, 8.0)
+    # the piece, then the rest (500 Hz and, shorter, 700 Hz: the script answers by the dominant one)
+    assert [e.text for e in of(events, TranscriptCompleted)] == [f"{PHRASES[300]} {PHRASES[500]}"]
+    assert not of(events, TranscriptFailed)
+
+
 def test_clearing_a_long_utterance_cancels_its_pieces() -> None:
     audio = np.concatenate([silence(0.3), tone(3.0, 300), silence(0.3), tone(1.0, 500)])
     asr = ScriptedAsr(script=phrase_script, delay_for=lambda r: 0.5)

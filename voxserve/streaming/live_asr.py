@@ -564,6 +564,14 @@ class LiveStream:
             self._previous_text = ""
             self._emit(TranscriptFailed(u.item_id, f"recognition failed: {type(exc).__name__}"))
             return
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is None or current.cancelling():
+                raise  # the stream is closing
+            log.error("a decode of %s was cancelled under its final", u.item_id)  # a bug: fail the item, go on
+            self._previous_text = ""
+            self._emit(TranscriptFailed(u.item_id, "recognition was cancelled"))
+            return
         finally:
             self._backlog_samples -= len(audio)
             self._finalizing = False
@@ -597,7 +605,9 @@ class LiveStream:
         when close, and the pieces') as the context."""
         if u.prior is not None:
             await asyncio.shield(u.prior)
-        said = [(await piece.task)[0] for piece in pieces]
+        # Shielded: a draft awaiting a piece is cancelled when speech resumes, and an unshielded await would
+        # cancel the piece with it (the final, which needs the piece, then failed and the stream hung).
+        said = [(await asyncio.shield(piece.task))[0] for piece in pieces]
         return await self._final_text(audio, " ".join([self._context(u.start), *said]).strip())
 
     async def _speaker(self, audio: np.ndarray) -> str | None:
