@@ -643,23 +643,27 @@ class LiveStream:
                          self.options.guard, evidence)
         return result, verdict
 
-    async def _repeat_verdict(self, audio: np.ndarray, context: str, window: tuple[str, float] | None,
-                              keyterms: tuple[str, ...], result: AsrResult, verdict: Verdict
-                              ) -> tuple[AsrResult, Verdict]:
-        """A passing result that says some word or phrase twice in a row, judged by its word timings: a
-        decoder that looped once packs the repeat into no time or past the speech ("two three" came back
-        "2 3 2 3", its second "2" 0 ms long); a person who said it twice took time for each."""
-        words = result.text.split()
+    async def _unlooped(self, audio: np.ndarray, context: str, window: tuple[str, float] | None,
+                        next_window: tuple[str, float] | None, keyterms: tuple[str, ...], result: AsrResult
+                        ) -> AsrResult:
+        """A passing result, or a better one when it says some word or phrase twice in a row and looks
+        looped. Its word timings judge first: a decoder that looped once packs the repeat into no time or
+        past the speech ("two three" came back "2 3 2 3", its second "2" 0 ms long), a person who said it
+        twice took time for each. Timings that look looped get a second opinion in ``next_window``: a text
+        without the repeat replaces the result; one that says it again confirms it (the aligner puts a
+        short filler said twice, "um, um", in no time as well). At most two more decodes."""
         strict = any_repeat(self.options.guard)
-        if not self.options.guard.enabled or not is_repetitive(words, strict):
-            return result, verdict
-        if not result.words:  # decoded without timings: the same decode again, aligned (same text)
-            result, verdict = await self._decode(audio, context, window, keyterms, timed=True)
-            words = result.text.split()
-        evidence = LoopEvidence(word_times=tuple((w.start / SAMPLE_RATE, w.end / SAMPLE_RATE) for w in result.words),
+        if not self.options.guard.enabled or next_window is None or not is_repetitive(result.text.split(), strict):
+            return result
+        timed = result if result.words else (await self._decode(audio, context, window, keyterms, timed=True))[0]
+        evidence = LoopEvidence(word_times=tuple((w.start / SAMPLE_RATE, w.end / SAMPLE_RATE) for w in timed.words),
                                 speech_end_s=len(audio) / SAMPLE_RATE)
-        loop = timed_repeat_reasons(words, strict, evidence) if verdict.passed else []
-        return result, (replace(verdict, passed=False, reasons=("repetition", *loop)) if loop else verdict)
+        if not timed_repeat_reasons(timed.text.split(), strict, evidence):
+            return timed
+        second, verdict = await self._decode(audio, context, next_window, keyterms)
+        if verdict.passed and not verdict.silence and not is_repetitive(second.text.split(), strict):
+            return second
+        return timed
 
     async def _final_text(self, audio: np.ndarray, context: str) -> tuple[str, bool, tuple[TokenLogprob, ...]]:
         """The utterance's text, whether it passed the guard (only such text conditions the next one), and its
@@ -669,15 +673,15 @@ class LiveStream:
         ("8. The press yard" -> "8. The narrative ..."): a result that repeats the prompt is decoded again
         without it, and so is one that fails the guard; one that says the key terms' glossary is decoded again
         without the glossary (which then stays off for this utterance). A passing result that says a word or phrase twice
-        in a row is judged by its word timings (:meth:`_repeat_verdict`): a short utterance in a fitted window
-        padded with silence came back "And so my fellow Americans. And so my fellow Americans.", and "two
-        three" came back "2 3 2 3"; such a result fails and is decoded again, while a person who really said
-        it twice keeps both."""
+        in a row is judged by its word timings and, when they look looped, a second opinion in the next window
+        (:meth:`_unlooped`): a short utterance in a fitted window padded with silence came back "And so my
+        fellow Americans. And so my fellow Americans.", and "two three" came back "2 3 2 3"; a person who
+        really said it twice keeps both."""
         best: tuple[AsrResult, Verdict] | None = None
         contexts = (context, "") if context else ("",)
         windows = (None, *self.options.retry_windows)
         keyterms = self.options.keyterms
-        for window in windows:
+        for w, window in enumerate(windows):
             for ctx in contexts:
                 result, verdict = await self._decode(audio, ctx, window, keyterms)
                 if keyterms and copies_glossary(result.text, keyterms):
@@ -687,8 +691,8 @@ class LiveStream:
                     return "", False, ()
                 copied = bool(ctx) and copies_prompt(result.text, ctx)
                 if verdict.passed and not copied:
-                    result, verdict = await self._repeat_verdict(audio, ctx, window, keyterms, result, verdict)
-                if verdict.passed and not copied:
+                    next_window = windows[w + 1] if w + 1 < len(windows) else None
+                    result = await self._unlooped(audio, ctx, window, next_window, keyterms, result)
                     return result.text, True, _logprobs(result) if self.options.logprobs else ()
                 if not copied and (best is None or len(verdict.reasons) < len(best[1].reasons)):
                     best = (result, verdict)
