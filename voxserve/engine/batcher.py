@@ -128,6 +128,12 @@ class MicroBatcher(Generic[T, R]):
         with self._cond:
             return len(self._heap)
 
+    @property
+    def queue_depth_without_previews(self) -> int:
+        """Items waiting for a worker, ``Priority.PARTIAL`` ones not counted."""
+        with self._cond:
+            return sum(1 for e in self._heap if e.priority != Priority.PARTIAL)
+
     async def submit(self, item: T, priority: Priority = Priority.OFFLINE, *, deadline: float | None = None) -> R:
         """Queue one item and wait for its result.
 
