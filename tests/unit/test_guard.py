@@ -16,6 +16,7 @@ from voxserve.pipelines.guard import (
     any_repeat,
     assess,
     compression_ratio,
+    ends_in_repeat,
     is_repetitive,
     repeat_runs,
     timed_repeat_reasons,
@@ -274,6 +275,16 @@ def test_a_phrase_said_twice_is_judged_by_its_timings() -> None:
     late = LoopEvidence(word_times=((0.1, 0.4), (0.45, 0.8), (2.0, 2.3), (2.35, 2.7)), speech_end_s=1.98)
     assert timed_repeat_reasons(words, strict, late) == ["past_speech"]
     assert timed_repeat_reasons(words, strict, LoopEvidence()) == []  # no timings, no verdict
+
+
+def test_only_a_phrase_repeated_at_the_end_is_asked_about() -> None:
+    assert ends_in_repeat("2 3 2 3".split(), 10)
+    assert ends_in_repeat("And so my fellow Americans. And so my fellow Americans.".split(), 10)
+    assert ends_in_repeat("Montreal but... but... Montreal but... but...".split(), 10)
+    assert not ends_in_repeat("um, um, for a still liner.".split(), 10)
+    assert not ends_in_repeat("more words. Words, words, words.".split(), 10)
+    assert not ends_in_repeat("nothing going on going on. We're just".split(), 10)
+    assert not ends_in_repeat([], 10) and not ends_in_repeat(["a"], 10)
 
 
 def test_fast_and_unsure_runs_fail() -> None:

@@ -182,6 +182,16 @@ def timed_repeat_reasons(words: list[str], config: GuardConfig, evidence: LoopEv
     return reasons
 
 
+def ends_in_repeat(words: list[str], max_ngram: int) -> bool:
+    """Whether the text ends with a phrase of 2 to ``max_ngram`` words (not all one word) said twice in a row: where a short
+    decode that looped once puts its loop ("2 3 2 3", "And so my fellow Americans. And so my fellow
+    Americans."). A word said twice ("um, um", "words, words") or a phrase repeated inside a sentence
+    ("going on going on. We're just ...") is not asked about (each question costs a decode)."""
+    tokens = [w.lower().strip(".,!?;:\"'") for w in words]
+    return any(tokens[-2 * n : -n] == tokens[-n:] and len(set(tokens[-n:])) > 1
+               for n in range(2, min(max_ngram, len(tokens) // 2) + 1))
+
+
 def any_repeat(config: GuardConfig) -> GuardConfig:
     """``config`` with every word or phrase said twice in a row counted as a repeated run. A short decode
     that loops once ("two three" -> "2 3 2 3") looks like a person saying a thing twice: under this config

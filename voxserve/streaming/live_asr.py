@@ -36,6 +36,7 @@ from voxserve.pipelines.guard import (
     Verdict,
     any_repeat,
     assess,
+    ends_in_repeat,
     is_repetitive,
     timed_repeat_reasons,
     token_cap,
@@ -646,14 +647,15 @@ class LiveStream:
     async def _unlooped(self, audio: np.ndarray, context: str, window: tuple[str, float] | None,
                         next_window: tuple[str, float] | None, keyterms: tuple[str, ...], result: AsrResult
                         ) -> AsrResult:
-        """A passing result, or a better one when it says some word or phrase twice in a row and looks
-        looped. Its word timings judge first: a decoder that looped once packs the repeat into no time or
+        """A passing result, or a better one when it ends with a phrase said twice in a row
+        (:func:`~voxserve.pipelines.guard.ends_in_repeat`) and looks looped. Its word timings judge first: a decoder that looped once packs the repeat into no time or
         past the speech ("two three" came back "2 3 2 3", its second "2" 0 ms long), a person who said it
         twice took time for each. Timings that look looped get a second opinion in ``next_window``: a text
         without the repeat replaces the result; one that says it again confirms it (the aligner puts a
         short filler said twice, "um, um", in no time as well). At most two more decodes."""
         strict = any_repeat(self.options.guard)
-        if not self.options.guard.enabled or next_window is None or not is_repetitive(result.text.split(), strict):
+        looped = self.options.guard.max_ngram
+        if not self.options.guard.enabled or next_window is None or not ends_in_repeat(result.text.split(), looped):
             return result
         timed = result if result.words else (await self._decode(audio, context, window, keyterms, timed=True))[0]
         evidence = LoopEvidence(word_times=tuple((w.start / SAMPLE_RATE, w.end / SAMPLE_RATE) for w in timed.words),
@@ -661,7 +663,7 @@ class LiveStream:
         if not timed_repeat_reasons(timed.text.split(), strict, evidence):
             return timed
         second, verdict = await self._decode(audio, context, next_window, keyterms)
-        if verdict.passed and not verdict.silence and not is_repetitive(second.text.split(), strict):
+        if verdict.passed and not verdict.silence and not ends_in_repeat(second.text.split(), looped):
             return second
         return timed
 
