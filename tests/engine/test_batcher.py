@@ -233,61 +233,6 @@ def test_live_item_goes_first_in_the_next_batch() -> None:
     assert rec.batches == [[0], [5, 3], [1, 2], [4]]
 
 
-def test_previews_leave_a_worker_for_finals() -> None:
-    """Two workers, previews whose decodes hang: only one worker takes them, so a final runs at once on
-    the other (before, both workers could sit in previews while the final waited)."""
-    rec = Recorder(block_calls=1)
-    b = make(rec, max_batch_size=1, max_wait_ms=1, offline_wait_ms=1, workers=2)
-
-    async def main() -> None:
-        previews = [asyncio.ensure_future(b.submit(i, Priority.PARTIAL)) for i in (1, 2)]
-        await wait_entered(rec)  # one worker is in the first preview (blocked)
-        await asyncio.sleep(0.05)
-        assert b.queue_depth == 1  # the second preview waits: the other worker is kept for finals
-        final = await asyncio.wait_for(b.submit(3, Priority.LIVE), 2.0)
-        assert final == 30 and not rec.gate.is_set()  # answered while the preview still runs
-        rec.gate.set()
-        assert await asyncio.gather(*previews) == [10, 20]
-
-    try:
-        run(main())
-    finally:
-        b.close()
-    assert rec.batches == [[1], [3], [2]]
-
-
-def test_one_worker_still_runs_previews() -> None:
-    rec = Recorder()
-    b = make(rec, max_batch_size=4, max_wait_ms=1, offline_wait_ms=1, workers=1)
-    try:
-        assert run(b.submit(7, Priority.PARTIAL)) == 70
-    finally:
-        b.close()
-
-
-def test_a_batch_never_mixes_finals_with_previews_or_offline_work() -> None:
-    """A batch answers all its callers at once: a final batched with a preview or a file's chunk would
-    wait for their decodes too. Finals of live streams and agents do share batches."""
-    rec = Recorder(block_calls=1)
-    b = make(rec, max_batch_size=8, max_wait_ms=5, offline_wait_ms=5, workers=1)
-
-    async def main() -> None:
-        first = asyncio.ensure_future(b.submit(0))
-        await wait_entered(rec)
-        tasks = [asyncio.ensure_future(b.submit(i, p)) for i, p in
-                 [(1, Priority.PARTIAL), (2, Priority.OFFLINE), (3, Priority.LIVE), (4, Priority.AGENT),
-                  (5, Priority.PARTIAL)]]
-        await settle()
-        rec.gate.set()
-        assert await asyncio.gather(first, *tasks) == [0, 10, 20, 30, 40, 50]
-
-    try:
-        run(main())
-    finally:
-        b.close()
-    assert rec.batches == [[0], [3, 4], [1, 5], [2]]
-
-
 # --------------------------------------------------------------------------------------- failures
 
 

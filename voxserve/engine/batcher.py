@@ -6,12 +6,6 @@ first, where an item's deadline is its arrival time unless the caller gives one)
 for a batch to fill, split queued work fairly between idle workers, and hand each caller its own result. A
 failing batch is retried item by item so that one bad item fails only its own caller. Admission control: a
 full queue raises :class:`~voxserve.errors.Overloaded` at once.
-
-Finals never wait for previews: a batch holds one tier of work only (finals of live streams and agents,
-previews, or offline work), and previews (``Priority.PARTIAL``) never hold every worker: with two or more,
-at most all but one run preview batches at a time, so a final that arrives finds a worker free of them (at 8
-live streams on 2 cores previews were three quarters of the items decoded, and a final could wait for both
-workers' previews to end).
 """
 
 from __future__ import annotations
@@ -86,12 +80,6 @@ class _Entry:
     enqueued: float = field(compare=False, default=0.0)
 
 
-def _tier(priority: int) -> int:
-    """Items of one tier share batches: finals (live and agent), previews, offline work. A final batched
-    with previews or a file's 30 s chunks would wait for their decodes too (a batch answers all at once)."""
-    return Priority.LIVE if priority <= Priority.AGENT else priority
-
-
 class MicroBatcher(Generic[T, R]):
     """Dynamic batching of ``fn(list[T]) -> list[R]`` across concurrent async callers."""
 
@@ -113,7 +101,6 @@ class MicroBatcher(Generic[T, R]):
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._waiting = 0  # workers inside _take
-        self._previews = 0  # workers running a batch of previews only
         self._closed = False
         self._threads = [
             threading.Thread(target=self._worker, name=f"{name}-batcher-{i}", daemon=True)
@@ -127,12 +114,6 @@ class MicroBatcher(Generic[T, R]):
         """Items waiting for a worker."""
         with self._cond:
             return len(self._heap)
-
-    @property
-    def queue_depth_without_previews(self) -> int:
-        """Items waiting for a worker, ``Priority.PARTIAL`` ones not counted."""
-        with self._cond:
-            return sum(1 for e in self._heap if e.priority != Priority.PARTIAL)
 
     async def submit(self, item: T, priority: Priority = Priority.OFFLINE, *, deadline: float | None = None) -> R:
         """Queue one item and wait for its result.
@@ -181,7 +162,7 @@ class MicroBatcher(Generic[T, R]):
                 self._waiting -= 1
 
     def _take_locked(self) -> list[_Entry] | None:
-        while (not self._heap or self._preview_lanes_full()) and not self._closed:
+        while not self._heap and not self._closed:
             self._cond.wait()
         if not self._heap:
             return None
@@ -191,25 +172,13 @@ class MicroBatcher(Generic[T, R]):
             if remaining <= 0:
                 break
             self._cond.wait(remaining)
-        if not self._heap or self._preview_lanes_full():  # taken by another worker meanwhile: wait again
+        if not self._heap:  # another worker took it all while this one waited: wait again
             return []
         # Split the queue evenly over the workers that are free now.
         share = math.ceil(len(self._heap) / max(1, self._waiting))
         count = max(1, min(self.config.max_batch_size, share, len(self._heap)))
-        tier = _tier(self._heap[0].priority)
-        batch: list[_Entry] = []
-        while self._heap and len(batch) < count and _tier(self._heap[0].priority) == tier:
-            batch.append(heapq.heappop(self._heap))
-        batch = [e for e in batch if not e.future.cancelled()]
-        if batch and tier == Priority.PARTIAL:
-            self._previews += 1  # released by the worker when the batch is done
-        return batch
-
-    def _preview_lanes_full(self) -> bool:
-        """Whether the most urgent queued item is a preview and taking it would leave no worker without
-        previews (call with the lock held; with one worker, previews may always run)."""
-        return (bool(self._heap) and self._heap[0].priority == Priority.PARTIAL
-                and self.config.workers > 1 and self._previews >= self.config.workers - 1)
+        batch = [heapq.heappop(self._heap) for _ in range(count)]
+        return [e for e in batch if not e.future.cancelled()]
 
     def _wait_s(self) -> float:
         """How long to let a batch fill, given the most urgent queued item (call with the lock held)."""
@@ -224,18 +193,12 @@ class MicroBatcher(Generic[T, R]):
                 return
             if not batch:
                 continue
-            previews = _tier(batch[0].priority) == Priority.PARTIAL
             try:
                 self._run(batch)
             except BaseException as exc:  # noqa: BLE001 - a worker outlives any one batch (an observer failing, ...)
                 log.exception("%s worker: batch handling failed", self.name)
                 for entry in batch:  # callers not answered yet get the error; the others keep their result
                     _resolve(entry, None, BackendError(f"{self.name} worker failed: {exc!r}"))
-            finally:
-                if previews:
-                    with self._cond:
-                        self._previews -= 1
-                        self._cond.notify_all()
 
     def _run(self, batch: list[_Entry]) -> None:
         started = time.monotonic()

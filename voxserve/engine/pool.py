@@ -63,10 +63,8 @@ class AsrService:
 
     @property
     def busy(self) -> bool:
-        """At least one queued item per worker, previews not counted: they wait for a preview lane of
-        their own (see :mod:`voxserve.engine.batcher`) and never delay finals, so queued previews must not
-        hold back a stream's drafts (which are finals decoded early)."""
-        return self.batcher.queue_depth_without_previews >= self.batcher.config.workers
+        """At least one queued item per worker."""
+        return self.batcher.queue_depth >= self.batcher.config.workers
 
     @property
     def queue_depth(self) -> int:
