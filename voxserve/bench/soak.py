@@ -51,7 +51,8 @@ class SoakConfig:
         rss_slack_mb: how far above the warm baseline the RSS may stay, plus :data:`RSS_PER_STREAM_MB` per
             stream: the allocator keeps the peak working set of the traffic (measured: +130 MB at 4 streams,
             +210..+260 MB at 16, flat over the run, before live streams had two Silero states; +168..+209 MB at
-            4 streams and +244 MB at 8 after: about 18 MB more per stream); a leak shows as growth in the run's second half instead (at most 100 MB).
+            4 streams and +244 MB at 8 after: about 18 MB more per stream); a leak shows as growth in the run's
+            second half instead (at most 100 MB).
     """
 
     streams: int = 4

@@ -100,9 +100,14 @@ def word_count(text: str, language: str) -> int:
     return len(text.split())
 
 
+def _plain_tokens(words: list[str]) -> list[str]:
+    """Words as repetition is counted: lower case, without surrounding punctuation ("Words," == "words.")."""
+    return [w.lower().strip(".,!?;:\"'") for w in words]
+
+
 def repeat_runs(words: list[str], max_ngram: int) -> dict[int, int]:
     """For each n-gram size, the largest number of consecutive repetitions of one n-gram."""
-    tokens = [w.lower().strip(".,!?;:\"'") for w in words]
+    tokens = _plain_tokens(words)
     runs = {}
     for n in range(1, max_ngram + 1):
         best, i = 1, 0
@@ -183,11 +188,11 @@ def timed_repeat_reasons(words: list[str], config: GuardConfig, evidence: LoopEv
 
 
 def ends_in_repeat(words: list[str], max_ngram: int) -> bool:
-    """Whether the text ends with a phrase of 2 to ``max_ngram`` words (not all one word) said twice in a row: where a short
-    decode that looped once puts its loop ("2 3 2 3", "And so my fellow Americans. And so my fellow
-    Americans."). A word said twice ("um, um", "words, words") or a phrase repeated inside a sentence
-    ("going on going on. We're just ...") is not asked about (each question costs a decode)."""
-    tokens = [w.lower().strip(".,!?;:\"'") for w in words]
+    """Whether the text ends with a phrase of 2 to ``max_ngram`` words (not all one word) said twice in a
+    row: where a short decode that looped once puts its loop ("2 3 2 3", "And so my fellow Americans. And so
+    my fellow Americans."). A word said twice ("um, um", "words, words") or a phrase repeated inside a
+    sentence ("going on going on. We're just ...") is not asked about (each question costs a decode)."""
+    tokens = _plain_tokens(words)
     return any(tokens[-2 * n : -n] == tokens[-n:] and len(set(tokens[-n:])) > 1
                for n in range(2, min(max_ngram, len(tokens) // 2) + 1))
 
@@ -204,7 +209,7 @@ def collapse_repeats(words: list[str], config: GuardConfig = GuardConfig()) -> l
 
     The last resort for a chunk whose every attempt looped: "Ask not. Ask not. Ask not." -> "Ask not.".
     """
-    tokens = [w.lower().strip(".,!?;:\"'") for w in words]
+    tokens = _plain_tokens(words)
     keep: list[int] = []
     i = 0
     while i < len(tokens):

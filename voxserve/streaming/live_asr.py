@@ -557,21 +557,18 @@ class LiveStream:
             (text, trusted, logprobs), speaker = await asyncio.gather(self._utterance_text(u, audio, end),
                                                                       self._speaker(audio))
         except VoxserveError as exc:
-            self._previous_text = ""
-            self._emit(TranscriptFailed(u.item_id, exc.message))
+            self._fail(u, exc.message)
             return
         except Exception as exc:  # noqa: BLE001 - an untyped failure fails this item alone, not the stream
             log.exception("live recognition failed")
-            self._previous_text = ""
-            self._emit(TranscriptFailed(u.item_id, f"recognition failed: {type(exc).__name__}"))
+            self._fail(u, f"recognition failed: {type(exc).__name__}")
             return
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is None or current.cancelling():
                 raise  # the stream is closing
             log.error("a decode of %s was cancelled under its final", u.item_id)  # a bug: fail the item, go on
-            self._previous_text = ""
-            self._emit(TranscriptFailed(u.item_id, "recognition was cancelled"))
+            self._fail(u, "recognition was cancelled")
             return
         finally:
             self._backlog_samples -= len(audio)
@@ -581,6 +578,11 @@ class LiveStream:
         self._emit(TranscriptCompleted(u.item_id, text, u.start, end, time.monotonic() - stopped_at, speaker,
                                        logprobs))
         self._previous_text, self._previous_end = (text if trusted else ""), end
+
+    def _fail(self, u: _Utterance, message: str) -> None:
+        """Report an utterance whose final failed; it gives the next one no context."""
+        self._previous_text = ""
+        self._emit(TranscriptFailed(u.item_id, message))
 
     async def _utterance_text(self, u: _Utterance, audio: np.ndarray, end: int
                               ) -> tuple[str, bool, tuple[TokenLogprob, ...]]:
@@ -648,14 +650,14 @@ class LiveStream:
                         next_window: tuple[str, float] | None, keyterms: tuple[str, ...], result: AsrResult
                         ) -> AsrResult:
         """A passing result, or a better one when it ends with a phrase said twice in a row
-        (:func:`~voxserve.pipelines.guard.ends_in_repeat`) and looks looped. Its word timings judge first: a decoder that looped once packs the repeat into no time or
-        past the speech ("two three" came back "2 3 2 3", its second "2" 0 ms long), a person who said it
-        twice took time for each. Timings that look looped get a second opinion in ``next_window``: a text
+        (:func:`~voxserve.pipelines.guard.ends_in_repeat`) and looks looped. Its word timings judge first: a
+        decoder that looped once packs the repeat into no time or past the speech ("two three" came back "2 3
+        2 3", its second "2" 0 ms long), a person who said it twice took time for each. Timings that look looped get a second opinion in ``next_window``: a text
         without the repeat replaces the result; one that says it again confirms it (the aligner puts a
         short filler said twice, "um, um", in no time as well). At most two more decodes."""
         strict = any_repeat(self.options.guard)
-        looped = self.options.guard.max_ngram
-        if not self.options.guard.enabled or next_window is None or not ends_in_repeat(result.text.split(), looped):
+        max_ngram = self.options.guard.max_ngram
+        if not self.options.guard.enabled or next_window is None or not ends_in_repeat(result.text.split(), max_ngram):
             return result
         timed = result if result.words else (await self._decode(audio, context, window, keyterms, timed=True))[0]
         evidence = LoopEvidence(word_times=tuple((w.start / SAMPLE_RATE, w.end / SAMPLE_RATE) for w in timed.words),
@@ -663,9 +665,14 @@ class LiveStream:
         if not timed_repeat_reasons(timed.text.split(), strict, evidence):
             return timed
         second, verdict = await self._decode(audio, context, next_window, keyterms)
-        if verdict.passed and not verdict.silence and not ends_in_repeat(second.text.split(), looped):
+        if verdict.passed and not verdict.silence and not ends_in_repeat(second.text.split(), max_ngram):
             return second
         return timed
+
+    def _logprobs(self, result: AsrResult) -> tuple[TokenLogprob, ...]:
+        """The final's token log-probabilities when the stream asked for them (a result aligned only to judge
+        a repeat has them too, unasked)."""
+        return tuple(lp for w in result.words for lp in w.logprobs) if self.options.logprobs else ()
 
     async def _final_text(self, audio: np.ndarray, context: str) -> tuple[str, bool, tuple[TokenLogprob, ...]]:
         """The utterance's text, whether it passed the guard (only such text conditions the next one), and its
@@ -674,9 +681,9 @@ class LiveStream:
         With previous text as the prompt, Whisper sometimes copies the prompt instead of hearing the audio
         ("8. The press yard" -> "8. The narrative ..."): a result that repeats the prompt is decoded again
         without it, and so is one that fails the guard; one that says the key terms' glossary is decoded again
-        without the glossary (which then stays off for this utterance). A passing result that says a word or phrase twice
-        in a row is judged by its word timings and, when they look looped, a second opinion in the next window
-        (:meth:`_unlooped`): a short utterance in a fitted window padded with silence came back "And so my
+        without the glossary (which then stays off for this utterance). A passing result that ends with a phrase
+        said twice in a row is judged by its word timings and, when they look looped, a second opinion in the
+        next window (:meth:`_unlooped`): a short utterance in a fitted window padded with silence came back "And so my
         fellow Americans. And so my fellow Americans.", and "two three" came back "2 3 2 3"; a person who
         really said it twice keeps both."""
         best: tuple[AsrResult, Verdict] | None = None
@@ -695,14 +702,14 @@ class LiveStream:
                 if verdict.passed and not copied:
                     next_window = windows[w + 1] if w + 1 < len(windows) else None
                     result = await self._unlooped(audio, ctx, window, next_window, keyterms, result)
-                    return result.text, True, _logprobs(result) if self.options.logprobs else ()
+                    return result.text, True, self._logprobs(result)
                 if not copied and (best is None or len(verdict.reasons) < len(best[1].reasons)):
                     best = (result, verdict)
             contexts = ("",)  # a failed first try: the retries decode without previous text
         if best is None:
             return "", False, ()
         result = without_repeats(best[0]) if "repetition" in best[1].reasons else best[0]
-        return result.text, False, _logprobs(result) if self.options.logprobs else ()
+        return result.text, False, self._logprobs(result)
 
 
 _MIN_REST_MS = 100
@@ -716,10 +723,6 @@ def _known_voices(options: LiveOptions) -> KnownVoices | None:
     if options.naming_threshold is None:
         raise InvalidInput("known speakers need a naming threshold", param="known_speaker_names")
     return KnownVoices(options.known_speakers, options.naming_threshold)
-
-
-def _logprobs(result: AsrResult) -> tuple[TokenLogprob, ...]:
-    return tuple(lp for w in result.words for lp in w.logprobs)
 
 
 def copies_prompt(text: str, prompt: str) -> bool:
