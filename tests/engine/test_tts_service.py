@@ -100,6 +100,24 @@ def test_text_arriving_token_by_token_gives_the_same_audio(tts: TtsService) -> N
     assert np.array_equal(check_chunks(asyncio.run(run()), TEXT), expected_audio(TEXT))
 
 
+def test_a_clause_after_planned_audio_starts_without_a_small_window() -> None:
+    # "Good morning," is 26 frames (13 ms at 4 samples a frame and 8 kHz): planned but, with a 50 ms decoder, not
+    # yet out when the second clause's frames come. Counted from audio out, the second clause began with a
+    # 4-frame window again (each small window costs its context twice); counted with planned audio, only the
+    # stream's first window is small.
+    decoder = FakeDecoder(delay_s=0.05)
+    tts = service(decoder=decoder, params=TtsStreamParams(max_ahead_s=0.0, urgent_buffer_s=0.005))
+    text = "Good morning, and thank you for calling."
+    try:
+        result = asyncio.run(tts.synthesize(text))
+    finally:
+        tts.close()
+    assert np.array_equal(result.audio, expected_audio(text))
+    sizes = [n for batch in decoder.batches for n in batch]
+    first, full = decoder.first_frames + decoder.context_frames, decoder.window_frames + decoder.context_frames
+    assert sizes[:4] == [first, full + decoder.context_frames, 6 + decoder.context_frames, full]  # 4 + 16 + 6 = 26
+
+
 def test_incremental_acoustic_model_like_an_llm() -> None:
     tts = service(FakeAcoustic(incremental=True))
     try:

@@ -23,10 +23,11 @@ def plan(params: WindowParams, total: int, pushes: list[int]) -> list[Window]:
 @settings(max_examples=150, deadline=None)
 @given(
     st.integers(1, 12), st.integers(1, 64), st.integers(0, 16), st.integers(1, 600),
-    st.lists(st.integers(0, 600), max_size=20),
+    st.lists(st.integers(0, 600), max_size=20), st.integers(1, 5),
 )
-def test_windows_tile_the_unit_with_context(first: int, size: int, context: int, total: int, pushes: list[int]) -> None:
-    params = WindowParams(first, size, context, uniform=bool(total % 2))
+def test_windows_tile_the_unit_with_context(first: int, size: int, context: int, total: int, pushes: list[int],
+                                            growth: int) -> None:
+    params = WindowParams(first, size, context, growth, uniform=bool(total % 2))
     windows = plan(params, total, sorted(pushes))
     assert windows[0].keep_start == 0 and windows[-1].keep_end == total
     for a, b in zip(windows, windows[1:], strict=False):
@@ -37,18 +38,20 @@ def test_windows_tile_the_unit_with_context(first: int, size: int, context: int,
         assert w.end - w.keep_end >= min(context, total - w.keep_end)
 
 
-def test_windows_double_up_to_full_size_then_share_one_shape() -> None:
+def test_windows_grow_fourfold_to_full_size_then_share_one_shape() -> None:
     windows = plan(WindowParams(16, 128, 12, uniform=True), 1000, [])
-    assert [w.keep_end - w.keep_start for w in windows[:5]] == [16, 32, 64, 128, 128]
+    assert [w.keep_end - w.keep_start for w in windows[:5]] == [16, 64, 128, 128, 128]
     assert windows[0].frames == 16 + 12
-    assert {w.frames for w in windows[3:]} == {152}  # full-size and last windows stack into one batch
+    assert {w.frames for w in windows[2:]} == {152}  # full-size and last windows stack into one batch
+    doubling = plan(WindowParams(16, 128, 12, growth=2), 1000, [])
+    assert [w.keep_end - w.keep_start for w in doubling[:5]] == [16, 32, 64, 128, 128]
     plain = plan(WindowParams(16, 128, 12), 1000, [])
     assert [(w.keep_start, w.keep_end) for w in plain] == [(w.keep_start, w.keep_end) for w in windows]
     assert plain[-1].frames < 152  # without uniform shapes no frame is decoded twice more than needed
 
 
 def test_incremental_frames_emit_windows_once_their_right_context_exists() -> None:
-    planner = WindowPlanner(WindowParams(2, 8, 2))
+    planner = WindowPlanner(WindowParams(2, 8, 2, growth=2))
     assert planner.push(3) == []
     assert planner.push(4) == [Window(0, 4, 0, 2)]
     assert [(w.keep_start, w.keep_end) for w in planner.push(8)] == [(2, 6)]
@@ -73,6 +76,8 @@ def test_windowed_decoding_equals_whole_decoding_with_enough_context() -> None:
 def test_bad_params() -> None:
     with pytest.raises(InvalidInput):
         WindowParams(0, 10, 2)
+    with pytest.raises(InvalidInput):
+        WindowParams(4, 10, 2, growth=0)
     with pytest.raises(RuntimeError):
         planner = WindowPlanner(WindowParams())
         planner.finish(10)

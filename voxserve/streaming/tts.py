@@ -54,8 +54,8 @@ class TtsStreamParams:
         context_frames: context frames on each side of a window (None: the decoder's recommended count).
         segmenter: where text is cut into segments.
         max_inflight_windows: windows of one stream queued at the decoder at once.
-        urgent_buffer_s: a unit (sentence) starts with a small first window when the stream has less than this
-            much audio ahead of playback.
+        urgent_buffer_s: a unit (clause or sentence) starts with a small first window when the stream has less
+            than this much audio planned ahead of playback.
         first_audio_target_s: the deadline of a stream's first audio, after its first segment is known.
         max_ahead_s: a live stream pauses synthesis while this far ahead of playback (0 = never pause).
         max_queued_chunks: chunks produced but not yet read before synthesis waits for the reader.
@@ -493,8 +493,10 @@ class TtsStream:
         )
 
     def _planner(self, params: WindowParams) -> WindowPlanner:
-        # A small first window only when the listener is (about to be) waiting for audio.
-        urgent = self._ahead_s() < self.params.urgent_buffer_s
+        # A small first window only when the listener may wait for this unit's audio: counted with the audio
+        # planned but still decoding, a sentence's second clause follows the first's ~2 s without a new ramp
+        # (counted from audio out, every clause began again at 16 frames).
+        urgent = self._planned_ahead_s() < self.params.urgent_buffer_s
         return WindowPlanner(params, params.first_frames if urgent else params.window_frames)
 
     async def _submit(
@@ -532,6 +534,13 @@ class TtsStream:
         ahead = self._ahead_s()
         if ahead > limit:
             await asyncio.sleep(ahead - limit)  # playback consumes one second of audio per second
+
+    def _planned_ahead_s(self) -> float:
+        """Seconds of audio planned (out or still decoding) beyond what real-time playback has consumed."""
+        if not self.stats.sample_rate:
+            return 0.0
+        played = 0.0 if self.stats.first_audio_at is None else time.monotonic() - self.stats.first_audio_at
+        return self._planned_samples / self.stats.sample_rate - played
 
     def _ahead_s(self) -> float:
         """Seconds of audio produced beyond what real-time playback from the first chunk has consumed."""

@@ -5,9 +5,11 @@ Decoding a window of frames with ``context`` extra frames on each side and keepi
 same samples as decoding the whole unit at once (within float tolerance), so a sentence can be decoded in
 pieces, the first piece small (time to first audio) and the rest large (little context overhead).
 
-After the first window, sizes double up to ``window_frames`` (16, 32, 64, 128 frames): each window then takes
-less time to decode than the audio already sent lasts, so a stream that starts early does not run dry even on
-a busy machine. With ``uniform`` (for decoders that stack batches), full-size and last windows are grown to
+After the first window, sizes grow ``growth``-fold up to ``window_frames`` (16, 64, 128 frames by default):
+each window then takes less time to decode than the audio already sent lasts (64 + 20 frames decode in ~60 ms
+on one Xeon core, against 186 ms of audio from the first 16), so a stream that starts early does not run dry,
+while few windows keep the context overhead small (every seam decodes ``2 * context`` frames twice: with
+doubling, a ~420-frame sentence in two clauses decoded 1.37x its frames). With ``uniform`` (for decoders that stack batches), full-size and last windows are grown to
 one standard length (``context + window + context``) by taking more context where frames exist, so that
 windows from many streams have equal shapes and stack into one batch.
 """
@@ -27,17 +29,21 @@ class WindowParams:
         first_frames: output frames of the unit's first window.
         window_frames: output frames of each later window.
         context_frames: extra input frames on each side of a window (where the unit has them).
+        growth: each window after the first is this many times the one before (up to ``window_frames``).
         uniform: grow full-size and last windows to the standard length (equal shapes stack into batches).
     """
 
     first_frames: int = 16
     window_frames: int = 128
     context_frames: int = 12
+    growth: int = 4
     uniform: bool = False
 
     def __post_init__(self) -> None:
         if self.first_frames < 1 or self.window_frames < 1 or self.context_frames < 0:
             raise InvalidInput("window sizes must be positive and context frames not negative")
+        if self.growth < 1:
+            raise InvalidInput("window growth must be at least 1")
 
     @property
     def standard_frames(self) -> int:
@@ -107,7 +113,7 @@ class WindowPlanner:
         return out
 
     def _size(self) -> int:
-        return min(max(self._first, self.params.window_frames), self._first << self._count)
+        return min(max(self._first, self.params.window_frames), self._first * self.params.growth ** min(self._count, 32))
 
     def _window(self, keep_end: int, available: int) -> Window:
         p = self.params
