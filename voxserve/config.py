@@ -178,6 +178,10 @@ class LiveConfig(_Frozen):
         4.0, ge=0, le=60,
         description="At such a pause after this many seconds of speech, the speech so far is decoded as a piece of "
                     "the final and kept: a long utterance's final then decodes only its last piece (0 = off).")
+    follow_on_s: float = Field(
+        5.0, ge=-1, le=30,
+        description="An utterance within 2 s of a trusted one is heard after its audio (its text as the decoder's "
+                    "prefix) when that window is at most this much longer than its own (-1 = never).")
     max_message_mb: float = Field(4.0, gt=0, description="Largest WebSocket message (larger ones close with 1009).")
     speaker_similarity: float = Field(
         0.7, ge=-1.0, le=1.0, description="Live speaker labels: cosine similarity to join a known speaker."

@@ -78,3 +78,44 @@ def test_a_sentence_really_said_twice_stays_twice(facade: Voxserve, data_dir: ob
     audio = np.concatenate([clip, np.zeros(4000, np.float32), clip, np.zeros(16000, np.float32)])
     texts = live_texts(facade, audio)
     assert wer(f"{READER} {READER}", " ".join(texts)) <= 0.15, texts
+
+
+def test_a_prefix_is_continued_and_left_out(data_dir: object) -> None:
+    """Whisper's prefix: the decoder continues after the known text of the audio's beginning; the result (text
+    and word timings) holds only what follows it."""
+    from voxserve.backends.base import AsrRequest, DecodeOptions
+    from voxserve.backends.registry import load_asr
+    from voxserve.config import load_settings
+
+    model = load_asr(load_settings().asr.model)
+    audio = decode_audio(data_dir / "fw_jfk.flac")  # type: ignore[operator]
+    options = DecodeOptions(language="en", window="fit", prefix="And so my fellow Americans,")
+    result = model.transcribe_batch([AsrRequest(audio, options)])[0]
+    assert re.findall(r"\w+", result.text.lower())[:4] == ["ask", "not", "what", "your"], result.text
+    assert "americans" not in result.text.lower()
+    assert result.words and result.words[0].text.lower().startswith("ask")
+    assert result.words[0].start >= 2.0 * 16000  # "Americans" ends near 2.3 s; no word of the prefix is kept
+
+
+def test_utterances_that_follow_closely_are_heard_after_the_speech_before(
+    facade: Voxserve, data_dir: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JFK's four utterances are each less than 2 s after the one before: the last three are decoded after the
+    previous one's audio, its text as the prefix; each comes back once, without the prefix's words."""
+    from voxserve.streaming.live_asr import LiveStream
+
+    followed: list[str] = []
+    original = LiveStream._follow_on_text
+
+    async def spy(self: LiveStream, u: object, audio: np.ndarray) -> object:
+        result = await original(self, u, audio)  # type: ignore[arg-type]
+        if result is not None:
+            followed.append(result[0])
+        return result
+
+    monkeypatch.setattr(LiveStream, "_follow_on_text", spy)
+    texts = live_texts(facade, decode_audio(data_dir / "fw_jfk.flac"))  # type: ignore[operator]
+    assert jfk_wer(" ".join(texts)) <= 0.1, texts
+    assert len(followed) >= 2 and set(followed) <= set(texts), (followed, texts)
+    for before, after in zip(texts, texts[1:]):
+        assert not after.lower().startswith(before.lower()[:12]), texts

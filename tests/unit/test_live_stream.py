@@ -177,7 +177,9 @@ def two_bursts() -> tuple[np.ndarray, list[tuple[int, int]]]:
     return audio, [(int(0.5 * SR), int(1.5 * SR)), (int(2.5 * SR), int(3.5 * SR))]
 
 
-NO_PARTIALS = LiveOptions(partial_interval_ms=0)
+# The scripted recogniser does not model a prefix (the text of audio it is sent before the new utterance), so
+# these tests decode each utterance on its own; the follow-on tests below script one.
+NO_PARTIALS = LiveOptions(partial_interval_ms=0, follow_on_s=None)
 
 
 # ------------------------------------------------------------------------------------ server VAD
@@ -307,7 +309,7 @@ def test_finals_are_in_utterance_order_when_the_first_is_slower() -> None:
 
 # ---------------------------------------------------------------------------------------- manual mode
 
-MANUAL = LiveOptions(vad=None, partial_interval_ms=0)
+MANUAL = LiveOptions(vad=None, partial_interval_ms=0, follow_on_s=None)
 
 
 def test_manual_mode_waits_for_commit_and_transcribes_everything_since_the_last_one() -> None:
@@ -804,6 +806,47 @@ def test_a_result_that_copies_the_prompt_is_decoded_again_without_it() -> None:
         return f"{' '.join(options.prompt.split()[:2])} {heard}" if options.prompt else heard  # "hello there good ..."
 
     assert _prompts_for(0.8, leaky) == [None, PHRASES[300], None]
+
+
+def _follow_on_requests(gap_s: float, repeats_prefix: bool = False) -> tuple[list[str], list[AsrRequest]]:
+    """Two 1.5 s bursts ``gap_s`` apart with follow-on decoding; a recogniser that, given a prefix, hears
+    only the audio's last second (the new utterance), as Whisper continues after its prefix."""
+
+    def continuing(audio: np.ndarray, options: DecodeOptions) -> str:
+        if not options.prefix:
+            return PHRASES.get(dominant_freq(audio), "")
+        heard = PHRASES.get(dominant_freq(audio[-SR:]), "")
+        return f"{options.prefix} {heard}" if repeats_prefix else heard
+
+    audio = np.concatenate([silence(0.5), tone(1.5, 300), silence(gap_s), tone(1.5, 500), silence(1.5)])
+    asr = ScriptedAsr(script=continuing)
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio)
+        s.end_input()
+
+    with transcriber(asr) as live:
+        events = run_stream(live, replace(NO_PARTIALS, follow_on_s=5.0), feed)
+    return [d.text for d in of(events, TranscriptCompleted)], asr.requests
+
+
+def test_an_utterance_that_follows_closely_is_heard_after_the_previous_ones_audio() -> None:
+    texts, requests = _follow_on_requests(0.8)
+    assert texts == [PHRASES[300], PHRASES[500]]
+    assert [r.options.prefix for r in requests] == [None, PHRASES[300]]  # one decode each
+    joined = requests[1].audio
+    assert dominant_freq(joined[: int(1.5 * SR)]) == 300 and dominant_freq(joined[-SR:]) == 500
+    assert len(joined) > len(requests[0].audio) + int(0.8 * SR)  # the first's audio, the pause, the second's
+    assert not requests[1].options.prompt  # its text is the prefix, not the prompt as well
+
+
+def test_follow_on_is_only_for_close_utterances_and_never_keeps_a_repeated_prefix() -> None:
+    texts, requests = _follow_on_requests(4.0)  # past prompt_gap_s: on its own
+    assert texts == [PHRASES[300], PHRASES[500]] and [r.options.prefix for r in requests] == [None, None]
+    texts, requests = _follow_on_requests(0.8, repeats_prefix=True)  # says the prefix again: decoded alone
+    assert texts == [PHRASES[300], PHRASES[500]]
+    assert [r.options.prefix for r in requests] == [None, PHRASES[300], None]
+    assert len(requests[2].audio) < len(requests[1].audio)
 
 
 def test_copies_prompt() -> None:

@@ -48,6 +48,7 @@ def test_live_options_and_settings_agree() -> None:
     assert LiveOptions.from_settings(LiveConfig(), GuardSettings()) == LiveOptions()
     changed = LiveOptions.from_settings(LiveConfig(partial_interval_ms=0, min_speech_ms=250), GuardSettings(enabled=False))
     assert changed.partial_interval_ms == 0 and changed.vad is not None and changed.vad.min_speech_ms == 250
+    assert LiveOptions.from_settings(LiveConfig(follow_on_s=-1), GuardSettings()).follow_on_s is None
     assert not changed.guard.enabled
 
 

@@ -11,11 +11,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+import math
+
 import numpy.typing as npt
 
 from voxserve.config import AsrConfig
 from voxserve.errors import InvalidInput
-from voxserve.types import Float32Array, Task, TokenLogprob
+from voxserve.types import SAMPLE_RATE, Float32Array, Task, TokenLogprob
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,12 @@ class AsrLoadOptions:
         )
 
 
+WINDOW_S = 30
+"""Whisper's encoder window (seconds)."""
+FIT_PAD_S = 1.0
+"""A fitted window is at least this much longer than its audio (Whisper needs some trailing context)."""
+
+
 @dataclass(frozen=True)
 class DecodeOptions:
     """Per-request decoding options of a speech recogniser.
@@ -60,6 +68,9 @@ class DecodeOptions:
         allowed_languages: when the language is detected, the most likely of these codes (empty = any).
         task: ``transcribe`` or ``translate`` (to English).
         prompt: text that conditions the decoder (previous text, vocabulary hints); trimmed to fit.
+        prefix: the text of the audio's beginning, already known (Whisper's prefix): the decoder continues
+            after it and the result holds only what follows, so speech heard with the audio before it (a
+            short follow-up after its sentence's first half) is transcribed in that audio's context.
         temperature: 0 decodes greedily or with beam search; above 0 samples.
         beam_size: beam width at temperature 0 (1 = greedy).
         best_of: number of samples drawn at temperature above 0; the most likely one is kept.
@@ -78,6 +89,7 @@ class DecodeOptions:
     allowed_languages: tuple[str, ...] = ()
     task: Task = "transcribe"
     prompt: str | None = None
+    prefix: str | None = None
     temperature: float = 0.0
     beam_size: int = 1
     best_of: int = 1
@@ -86,6 +98,13 @@ class DecodeOptions:
     window: str = "full"
     fit_step_s: float = 5.0
     repetition_penalty: float = 1.0
+
+    def window_s(self, n_samples: int) -> float:
+        """The encoder window a request of ``n_samples`` gets: 30 s, or fitted (the audio + ``FIT_PAD_S``
+        rounded up to ``fit_step_s``, at most 30 s)."""
+        if self.window == "full":
+            return WINDOW_S
+        return min(WINDOW_S, math.ceil((n_samples / SAMPLE_RATE + FIT_PAD_S) / self.fit_step_s) * self.fit_step_s)
 
     def validate(self) -> None:
         """Raise :class:`InvalidInput` when the options contradict each other or are out of range."""

@@ -83,6 +83,15 @@ class LiveOptions:
         prompt_gap_s: the previous utterance's text conditions the next one only when the pause between
             them is shorter than this (a sentence the VAD cut in two); after a longer pause a new utterance
             is decoded on its own audio (and the key terms), so nothing of one utterance leaks into the next.
+        follow_on_s: an utterance that follows a trusted one within ``prompt_gap_s`` is decoded with the
+            previous one's audio before it and its text as the decoder's prefix (the result holds only the
+            new words), when both fit an encoder window at most this much longer than the one the new
+            utterance alone gets (None = never): a sentence's second half, a short answer or the next number
+            of a count is heard with the speech it continues, as in a long file. A result that fails the
+            guard, says nothing, repeats the prefix or ends in a repeat is decoded again on its own. One
+            window step (5 s) was chosen on the tune half (8 streams: 19 of 53 utterances joined, WER 11.3 ->
+            10.6 %; allowing any window joined 23 for the same WER; 0 s, no extra encoder work, joined
+            almost none).
         keyterms: words recognition should favour (names, jargon): a glossary always at the start of the
             prompt (:func:`~voxserve.text.keyterms.glossary_prompt`), before the previous text (which fills the
             rest of ``max_prompt_chars``); a result that only says the glossary is decoded again without it.
@@ -116,6 +125,7 @@ class LiveOptions:
     max_utterance_s: float = 28.0
     max_prompt_chars: int = 224
     prompt_gap_s: float = 2.0
+    follow_on_s: float | None = _LIVE["follow_on_s"].default
     keyterms: tuple[str, ...] = ()
     max_pending_s: float = 30.0
     retry_windows: tuple[tuple[str, float], ...] = (("fit", 10.0), ("full", 30.0))
@@ -148,6 +158,7 @@ class LiveOptions:
             speaker_similarity=live.speaker_similarity,
             speculate_ms=live.speculate_ms,
             piece_s=live.piece_s,
+            follow_on_s=live.follow_on_s if live.follow_on_s >= 0 else None,
             guard=GuardConfig.from_settings(guard),
         )
 
@@ -267,6 +278,7 @@ class LiveStream:
         self._prompt = options.decode.prompt or ""  # the client's prompt; always kept
         self._previous_text = ""  # the last utterance's accepted text, empty after a failed or empty one
         self._previous_end = -1  # where that utterance ended (samples)
+        self._previous_audio: np.ndarray | None = None  # its audio, when its text is trusted
         self._language: str | None = None  # the stream's language, once a long enough utterance showed it
         self._last_completion: asyncio.Future[None] | None = None  # the last ended utterance's final
         self._partial_task: asyncio.Task[None] | None = None
@@ -491,16 +503,19 @@ class LiveStream:
         return f"{self._prompt} {recent}".strip()
 
     def _request(self, audio: np.ndarray, context: str, window: tuple[str, float] | None = None,
-                 keyterms: tuple[str, ...] | None = None) -> AsrRequest:
-        """A decode of ``audio`` after ``context`` with the stream's key terms (or ``keyterms``) as a glossary."""
-        options = self.options.decode
+                 keyterms: tuple[str, ...] | None = None, prefix: str = "", new_samples: int | None = None
+                 ) -> AsrRequest:
+        """A decode of ``audio`` after ``context`` with the stream's key terms (or ``keyterms``) as a glossary;
+        with a ``prefix``, the text of the audio's beginning: only its last ``new_samples`` are to be heard."""
+        options = replace(self.options.decode, prefix=prefix or None)
         if window is not None:
             options = replace(options, window=window[0], fit_step_s=window[1])
         if options.language is None and self._language and len(audio) < _DETECT_MIN_S * SAMPLE_RATE:
             options = replace(options, language=self._language)  # too short to tell a language by
         terms = self.options.keyterms if keyterms is None else keyterms
         prompt = glossary_prompt(terms, context, self.options.max_prompt_chars)
-        return AsrRequest(audio, replace(options, prompt=prompt, max_new_tokens=token_cap(len(audio))))
+        new = len(audio) if new_samples is None else new_samples
+        return AsrRequest(audio, replace(options, prompt=prompt, max_new_tokens=token_cap(new)))
 
     def _maybe_partial(self, u: _Utterance | None) -> None:
         interval = self._samples(self.options.partial_interval_ms)
@@ -578,10 +593,11 @@ class LiveStream:
         self._emit(TranscriptCompleted(u.item_id, text, u.start, end, time.monotonic() - stopped_at, speaker,
                                        logprobs))
         self._previous_text, self._previous_end = (text if trusted else ""), end
+        self._previous_audio = audio if trusted and text else None
 
     def _fail(self, u: _Utterance, message: str) -> None:
         """Report an utterance whose final failed; it gives the next one no context."""
-        self._previous_text = ""
+        self._previous_text, self._previous_audio = "", None
         self._emit(TranscriptFailed(u.item_id, message))
 
     async def _utterance_text(self, u: _Utterance, audio: np.ndarray, end: int
@@ -611,7 +627,41 @@ class LiveStream:
         # Shielded: a draft awaiting a piece is cancelled when speech resumes, and an unshielded await would
         # cancel the piece with it (the final, which needs the piece, then failed and the stream hung).
         said = [(await asyncio.shield(piece.task))[0] for piece in pieces]
+        if not pieces and (followed := await self._follow_on_text(u, audio)) is not None:
+            return followed
         return await self._final_text(audio, " ".join([self._context(u.start), *said]).strip())
+
+    def _with_previous(self, u: _Utterance, audio: np.ndarray) -> np.ndarray | None:
+        """The previous utterance's audio, the pause and ``audio`` (this utterance's), when this one follows a
+        trusted utterance within ``prompt_gap_s`` and all of it fits a window ``follow_on_s`` longer than
+        the one ``audio`` gets alone."""
+        before, decode = self._previous_audio, self.options.decode
+        extra = self.options.follow_on_s
+        if (extra is None or before is None or not self._previous_text or self._previous_end < 0
+                or u.start - self._previous_end > self.options.prompt_gap_s * SAMPLE_RATE
+                or self._previous_end < self._ring.start_sample):
+            return None
+        pause = self._ring.read(self._previous_end, u.start) if u.start > self._previous_end else audio[:0]
+        if decode.window_s(len(before) + len(pause) + len(audio)) > decode.window_s(len(audio)) + extra:
+            return None
+        return np.concatenate([before, pause, audio])
+
+    async def _follow_on_text(self, u: _Utterance, audio: np.ndarray
+                              ) -> tuple[str, bool, tuple[TokenLogprob, ...]] | None:
+        """This utterance's text heard after the previous one's audio (see ``follow_on``), or None when it
+        does not follow one or that decode is not to be trusted (then it is decoded on its own)."""
+        joined = self._with_previous(u, audio)
+        if joined is None:
+            return None
+        prefix, keyterms = self._previous_text, self.options.keyterms
+        result, verdict = await self._decode(joined, self._prompt, None, keyterms, prefix=prefix,
+                                             new_samples=len(audio))
+        text = result.text.lstrip(_CLOSING)  # the prefix's closing punctuation (". Very bad aligner.")
+        if (not verdict.passed or verdict.silence or not text or copies_prompt(text, prefix)
+                or ends_in_repeat(text.split(), self.options.guard.max_ngram)
+                or (keyterms and copies_glossary(text, keyterms))):
+            return None
+        return text, True, self._logprobs(result)
 
     async def _speaker(self, audio: np.ndarray) -> str | None:
         """This utterance's speaker label (computed beside its text, so it adds no latency of its own)."""
@@ -630,10 +680,11 @@ class LiveStream:
         return name if name is not None else self._speakers.assign(embedding, reliable=reliable)
 
     async def _decode(self, audio: np.ndarray, context: str, window: tuple[str, float] | None,
-                      keyterms: tuple[str, ...], *, timed: bool = False) -> tuple[AsrResult, Verdict]:
-        """One final decode of an utterance (``keyterms`` as its glossary; ``timed``: with word timings)
-        and the guard's verdict on it."""
-        request = self._request(audio, context, window, keyterms)
+                      keyterms: tuple[str, ...], *, timed: bool = False, prefix: str = "",
+                      new_samples: int | None = None) -> tuple[AsrResult, Verdict]:
+        """One final decode of an utterance (``keyterms`` as its glossary; ``timed``: with word timings; a
+        ``prefix`` the text of all but the last ``new_samples`` of ``audio``) and the guard's verdict on it."""
+        request = self._request(audio, context, window, keyterms, prefix, new_samples)
         if timed or self.options.logprobs:  # token probabilities come from the aligner
             request = AsrRequest(request.audio, replace(request.options, word_timestamps=True))
         result = await self._asr.transcribe(request, self.options.priority)
@@ -642,7 +693,8 @@ class LiveStream:
             self._language = result.language
         cap = request.options.max_new_tokens
         evidence = LoopEvidence(hit_cap=cap is not None and len(result.tokens) >= cap)
-        verdict = assess(result.text, result.avg_logprob, result.no_speech_prob, len(audio), result.language,
+        heard = len(audio) if new_samples is None else new_samples
+        verdict = assess(result.text, result.avg_logprob, result.no_speech_prob, heard, result.language,
                          self.options.guard, evidence)
         return result, verdict
 
@@ -711,6 +763,9 @@ class LiveStream:
         result = without_repeats(best[0]) if "repetition" in best[1].reasons else best[0]
         return result.text, False, self._logprobs(result)
 
+
+_CLOSING = " .,;:!?\u3002\uff0c\u3001"
+"""Punctuation a continuation may begin with that belongs to its prefix (Latin and CJK)."""
 
 _MIN_REST_MS = 100
 """Speech after an utterance's last piece shorter than this is padding only: not decoded."""

@@ -113,7 +113,7 @@ class WindowPlanner:
         return out
 
     def _size(self) -> int:
-        return min(max(self._first, self.params.window_frames), self._first * self.params.growth ** min(self._count, 32))
+        return min(max(self._first, self.params.window_frames), self._first * int(self.params.growth ** min(self._count, 32)))
 
     def _window(self, keep_end: int, available: int) -> Window:
         p = self.params

@@ -24,14 +24,13 @@ import numpy as np
 
 from voxserve.backends.asr.options import check_decode_options
 from voxserve.backends.asr.whisper_words import words_from_alignment
-from voxserve.backends.base import AsrLoadOptions, AsrModelInfo, AsrRequest, AsrResult, DecodeOptions
+from voxserve.backends.base import WINDOW_S, AsrLoadOptions, AsrModelInfo, AsrRequest, AsrResult, DecodeOptions
 from voxserve.backends.checks import check_audio, check_batch_audio
 from voxserve.errors import BackendError, ModelUnavailable
 from voxserve.types import SAMPLE_RATE, Float32Array
 
 HOP = 160
 """Samples per mel frame (10 ms)."""
-WINDOW_S = 30
 MAX_TEXT_TOKENS = 448
 _LANG_TOKEN = re.compile(r"^<\|([a-z]{2,3})\|>$")
 
@@ -151,11 +150,13 @@ class CTranslate2Whisper:
         """
         check_batch_audio([r.audio for r in requests], "request audio")
         results: list[AsrResult | None] = [None] * len(requests)
-        previous = [self._previous(r.options) for r in requests]  # tokenized once: grouping and prompts use it
-        for indices in self._group(requests, previous).values():
+        # Tokenized once: grouping and prompts use them.
+        previous = [self._previous(r.options) for r in requests]
+        prefixes = [self._prefix(r.options) for r in requests]
+        for indices in self._group(requests, previous, prefixes).values():
             group = [requests[i] for i in indices]
             try:
-                outputs = self._run_group(group, [previous[i] for i in indices])
+                outputs = self._run_group(group, [previous[i] for i in indices], [prefixes[i] for i in indices])
             except RuntimeError as exc:
                 raise BackendError(f"CTranslate2 failed: {exc}", retryable=True) from exc
             for i, result in zip(indices, outputs):
@@ -165,7 +166,8 @@ class CTranslate2Whisper:
     # ------------------------------------------------------------------------------------- internals
 
     @staticmethod
-    def _group(requests: Sequence[AsrRequest], previous: list[list[int]]) -> dict[tuple[Any, ...], list[int]]:
+    def _group(requests: Sequence[AsrRequest], previous: list[list[int]], prefixes: list[list[int]]
+               ) -> dict[tuple[Any, ...], list[int]]:
         groups: dict[tuple[Any, ...], list[int]] = defaultdict(list)
         for i, req in enumerate(requests):
             o = req.options
@@ -174,8 +176,9 @@ class CTranslate2Whisper:
             # every decoder call a batch of one (measured: 26% slower on the corpus long file, one CPU worker).
             # Keyed by the previous-text length: CTranslate2 needs <|startoftranscript|> at the same position
             # in every sequence of a generate call (live streams each carry their own previous text).
+            # And by the prefix's length: every prompt of a call has the same length.
             key = (frames, o.temperature, o.beam_size if o.temperature == 0 else o.best_of, o.repetition_penalty,
-                   len(previous[i]))
+                   len(previous[i]), len(prefixes[i]))
             groups[key].append(i)
         return groups
 
@@ -203,18 +206,23 @@ class CTranslate2Whisper:
             out.append([(token.strip("<|>"), float(p)) for token, p in ranking])
         return out
 
-    def _run_group(self, group: list[AsrRequest], previous: list[list[int]]) -> list[AsrResult]:
+    def _run_group(self, group: list[AsrRequest], previous: list[list[int]], prefixes: list[list[int]]
+                   ) -> list[AsrResult]:
         mels = [self._mel(r.audio, r.options.window, r.options.fit_step_s) for r in group]
         encoded = self._encode(mels)
         languages = self._languages(group, encoded, mels)
-        prompts = [prev + self._start(r.options, lang) for r, prev, (lang, _) in zip(group, previous, languages)]
+        prompts = [prev + self._start(r.options, lang) + prefix
+                   for r, prev, prefix, (lang, _) in zip(group, previous, prefixes, languages)]
         caps = [r.options.max_new_tokens for r in group]
         cap = None if None in caps else max(c for c in caps if c is not None)  # a batch shares one length limit
         generated = self._generate(encoded, prompts, replace(group[0].options, max_new_tokens=cap))
+        # CTranslate2 returns a prefix with the tokens that follow it.
+        generated = [(tokens[len(p):] if tokens[: len(p)] == p else tokens, lp, ns)
+                     for (tokens, lp, ns), p in zip(generated, prefixes)]
         # Each item keeps at most its own cap, so its text does not depend on which chunks shared its batch.
         generated = [(tokens[:c] if c else tokens, lp, ns) for (tokens, lp, ns), c in zip(generated, caps)]
         texts_tokens = [tokens for tokens, _, _ in generated]
-        words = self._align(encoded, mels, group, languages, texts_tokens)
+        words = self._align(encoded, mels, group, languages, texts_tokens, prefixes)
         results = []
         for req, (lang, lang_p), (tokens, avg_logprob, no_speech), timed in zip(
             group, languages, generated, words
@@ -261,6 +269,12 @@ class CTranslate2Whisper:
         ids = self._tokenizer.encode(" " + options.prompt.strip(), add_special_tokens=False).ids
         return [self._special["startofprev"]] + ids[-(MAX_TEXT_TOKENS // 2 - 1) :]
 
+    def _prefix(self, options: DecodeOptions) -> list[int]:
+        """The prefix's tokens (the decoder continues after them), or nothing without one."""
+        if not (options.prefix and options.prefix.strip()):
+            return []
+        return self._tokenizer.encode(" " + options.prefix.strip(), add_special_tokens=False).ids[-(MAX_TEXT_TOKENS // 4):]
+
     def _start(self, options: DecodeOptions, language: str) -> list[int]:
         """The start sequence after the previous text: start of transcript, language, task, no timestamps."""
         return self._sot(options.task, language) + [self._special["notimestamps"]]
@@ -301,9 +315,11 @@ class CTranslate2Whisper:
         group: list[AsrRequest],
         languages: list[tuple[str, float]],
         texts: list[list[int]],
+        prefixes: list[list[int]],
     ) -> list[tuple[Any, ...]]:
         """Word timings. On CPU each item is aligned alone: measured 0.065 s per item alone vs 0.12 s per
-        item in a batch of 8 (the batch pads every text to the longest)."""
+        item in a batch of 8 (the batch pads every text to the longest). A prefix is aligned with the text
+        (it is what the audio begins with) and its words are left out."""
         out: list[tuple[Any, ...]] = [()] * len(group)
         by_sot: dict[tuple[int, ...], list[int]] = defaultdict(list)
         for i, req in enumerate(group):
@@ -314,12 +330,13 @@ class CTranslate2Whisper:
             for part in parts:
                 sub = encoded if len(part) == len(group) else self._select(encoded, mels, part)
                 frames = [min(mels[i].shape[1], math.ceil(len(group[i].audio) / HOP)) for i in part]
-                aligned = self._model.align(sub, list(sot), [texts[i] for i in part], frames)
+                aligned = self._model.align(sub, list(sot), [prefixes[i] + texts[i] for i in part], frames)
                 for i, res in zip(part, aligned):
-                    out[i] = words_from_alignment(
-                        self._tokenizer, texts[i], res.alignments, res.text_token_probs,
+                    words = words_from_alignment(
+                        self._tokenizer, prefixes[i] + texts[i], res.alignments, res.text_token_probs,
                         self._special["endoftext"], len(group[i].audio), languages[i][0],
                     )
+                    out[i] = _after_prefix(words, len(prefixes[i]))
         return out
 
     def _select(self, encoded: Any, mels: list[np.ndarray], indices: list[int]) -> Any:
@@ -329,8 +346,19 @@ class CTranslate2Whisper:
         return self._ct2.StorageView.from_array(np.ascontiguousarray(np.asarray(encoded)[indices]))
 
 
-FIT_PAD_S = 1.0
-"""A fitted window is at least this much longer than its audio (Whisper needs some trailing context)."""
+
+
+def _after_prefix(words: tuple[Any, ...], prefix_tokens: int) -> tuple[Any, ...]:
+    """The words after the first ``prefix_tokens`` tokens (a prefix ends at a word: the text after it starts
+    with a space)."""
+    if not prefix_tokens:
+        return words
+    seen, kept = 0, []
+    for word in words:
+        if seen >= prefix_tokens:
+            kept.append(word)
+        seen += len(word.tokens)
+    return tuple(kept)
 
 
 def _best_allowed(ranking: list[tuple[str, float]], allowed: tuple[str, ...]) -> tuple[str, float]:
@@ -346,12 +374,9 @@ def _best_allowed(ranking: list[tuple[str, float]], allowed: tuple[str, ...]) ->
 
 
 def _window_frames(n_samples: int, window: str, step_s: float) -> int:
-    """Encoder frames for a request: 30 s, or the audio + 1 s rounded up to ``step_s`` (equal windows batch)."""
-    full = WINDOW_S * SAMPLE_RATE // HOP
-    if window == "full":
-        return full
-    seconds = math.ceil((n_samples / SAMPLE_RATE + FIT_PAD_S) / step_s) * step_s
-    return min(full, int(seconds * SAMPLE_RATE) // HOP)
+    """Encoder frames for a request (:meth:`DecodeOptions.window_s`; equal windows batch)."""
+    seconds = DecodeOptions(window=window, fit_step_s=step_s).window_s(n_samples)
+    return int(seconds * SAMPLE_RATE) // HOP
 
 
 def _feature_extractor(n_mels: int) -> Any:
