@@ -7,11 +7,10 @@ nothing about HTTP, queues or asyncio.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
-
-import math
 
 import numpy.typing as npt
 
