@@ -778,7 +778,9 @@ async def _until(condition: Callable[[], bool], timeout_s: float = 2.0) -> None:
 # ------------------------------------------------------------------------------ previous-text prompt
 
 
-def _prompts_for(gap_s: float, script: Callable[[np.ndarray, DecodeOptions], str] = phrase_script) -> list[str | None]:
+def _two_utterances(gap_s: float, script: Callable[[np.ndarray, DecodeOptions], str], options: LiveOptions
+                    ) -> tuple[list[str], list[AsrRequest]]:
+    """The finals and the recogniser's requests of two 1.5 s bursts (300, then 500 Hz) ``gap_s`` apart."""
     audio = np.concatenate([silence(0.5), tone(1.5, 300), silence(gap_s), tone(1.5, 500), silence(1.5)])
     asr = ScriptedAsr(script=script)
 
@@ -787,10 +789,14 @@ def _prompts_for(gap_s: float, script: Callable[[np.ndarray, DecodeOptions], str
         s.end_input()
 
     with transcriber(asr) as live:
-        events = run_stream(live, NO_PARTIALS, feed)
-    assert [d.text for d in of(events, TranscriptCompleted)] == [script(tone(1.0, 300), DecodeOptions()),
-                                                                script(tone(1.0, 500), DecodeOptions())]
-    return [r.options.prompt for r in asr.requests]
+        events = run_stream(live, options, feed)
+    return [d.text for d in of(events, TranscriptCompleted)], asr.requests
+
+
+def _prompts_for(gap_s: float, script: Callable[[np.ndarray, DecodeOptions], str] = phrase_script) -> list[str | None]:
+    texts, requests = _two_utterances(gap_s, script, NO_PARTIALS)
+    assert texts == [script(tone(1.0, 300), DecodeOptions()), script(tone(1.0, 500), DecodeOptions())]
+    return [r.options.prompt for r in requests]
 
 
 def test_previous_text_conditions_only_an_utterance_that_follows_closely() -> None:
@@ -809,7 +815,7 @@ def test_a_result_that_copies_the_prompt_is_decoded_again_without_it() -> None:
 
 
 def _follow_on_requests(gap_s: float, repeats_prefix: bool = False) -> tuple[list[str], list[AsrRequest]]:
-    """Two 1.5 s bursts ``gap_s`` apart with follow-on decoding; a recogniser that, given a prefix, hears
+    """Two utterances ``gap_s`` apart with follow-on decoding; a recogniser that, given a prefix, hears
     only the audio's last second (the new utterance), as Whisper continues after its prefix."""
 
     def continuing(audio: np.ndarray, options: DecodeOptions) -> str:
@@ -818,16 +824,7 @@ def _follow_on_requests(gap_s: float, repeats_prefix: bool = False) -> tuple[lis
         heard = PHRASES.get(dominant_freq(audio[-SR:]), "")
         return f"{options.prefix} {heard}" if repeats_prefix else heard
 
-    audio = np.concatenate([silence(0.5), tone(1.5, 300), silence(gap_s), tone(1.5, 500), silence(1.5)])
-    asr = ScriptedAsr(script=continuing)
-
-    async def feed(s: LiveStream) -> None:
-        await push_paced(s, audio)
-        s.end_input()
-
-    with transcriber(asr) as live:
-        events = run_stream(live, replace(NO_PARTIALS, follow_on_s=5.0), feed)
-    return [d.text for d in of(events, TranscriptCompleted)], asr.requests
+    return _two_utterances(gap_s, continuing, replace(NO_PARTIALS, follow_on_s=5.0))
 
 
 def test_an_utterance_that_follows_closely_is_heard_after_the_previous_ones_audio() -> None:
