@@ -597,6 +597,22 @@ def test_when_every_window_loops_the_phrase_is_kept_once() -> None:
     assert len(asr.requests) == 3
 
 
+def test_an_unsure_text_is_not_decoded_again_in_the_30_s_window() -> None:
+    # Every try below the guard's log-probability floor, none looped: the fitted windows are tried, not the
+    # standard one (measured: a 1.3 s filler's 30 s decode took 1.4 s to be unsure again).
+    asr = ScriptedAsr(script=phrase_script, logprob=-2.5)
+    audio = np.concatenate([silence(0.3), tone(1.5, 300), silence(1.0)])
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio)
+        s.end_input()
+
+    with transcriber(asr) as live:
+        events = run_stream(live, NO_PARTIALS, feed)
+    assert [d.text for d in of(events, TranscriptCompleted)] == [PHRASES[300]]
+    assert [(r.options.window, r.options.fit_step_s) for r in asr.requests] == [("fit", 5.0), ("fit", 10.0)]
+
+
 def test_silence_verdict_gives_an_empty_transcript_and_no_prompt() -> None:
     asr = ScriptedAsr(script=phrase_script, no_speech_prob=0.9, logprob=-1.5)
     audio, _ = two_bursts()

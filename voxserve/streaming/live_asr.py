@@ -98,7 +98,8 @@ class LiveOptions:
         max_pending_s: audio accepted but not yet processed (scored by the VAD, or cut into utterances still
             waiting for their final transcript) before the client is told to slow down.
         retry_windows: what a final transcript that fails the guard is decoded again with: fitted windows
-            in coarser steps, then the standard 30 s window (Whisper loops far less in longer windows).
+            in coarser steps, then the standard 30 s window (Whisper loops far less in longer windows; a
+            result that failed only as unsure or thin, ``_UNSURE``, skips that last one).
         priority: the scheduling class of final transcripts (``AGENT`` for a voice agent's turns; partial
             hypotheses always run at ``PARTIAL``).
         logprobs: final transcripts carry their tokens' log-probabilities (the final decode is aligned, as
@@ -743,6 +744,8 @@ class LiveStream:
         windows = (None, *self.options.retry_windows)
         keyterms = self.options.keyterms
         for w, window in enumerate(windows):
+            if window is not None and window[0] == "full" and best is not None and set(best[1].reasons) <= _UNSURE:
+                break  # a 30 s window cures loops, not doubt: a 1.3 s filler's took 1.4 s to be unsure again
             for ctx in contexts:
                 result, verdict = await self._decode(audio, ctx, window, keyterms)
                 if keyterms and copies_glossary(result.text, keyterms):
@@ -763,6 +766,10 @@ class LiveStream:
         result = without_repeats(best[0]) if "repetition" in best[1].reasons else best[0]
         return result.text, False, self._logprobs(result)
 
+
+_UNSURE = {"avg_logprob", "too_few_words"}
+"""Guard reasons that say a text is unsure or thin, not looped: a result failing only on these is not decoded
+again in the standard 30 s window (Whisper loops far less there, but hears a short utterance no better)."""
 
 _CLOSING = " .,;:!?\u3002\uff0c\u3001"
 """Punctuation a continuation may begin with that belongs to its prefix (Latin and CJK)."""
