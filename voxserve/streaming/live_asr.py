@@ -649,7 +649,7 @@ class LiveStream:
 
     async def _follow_on_text(self, u: _Utterance, audio: np.ndarray
                               ) -> tuple[str, bool, tuple[TokenLogprob, ...]] | None:
-        """This utterance's text heard after the previous one's audio (see ``follow_on``), or None when it
+        """This utterance's text heard after the previous one's audio (see ``follow_on_s``), or None when it
         does not follow one or that decode is not to be trusted (then it is decoded on its own)."""
         joined = self._with_previous(u, audio)
         if joined is None:
