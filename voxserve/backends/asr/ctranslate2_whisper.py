@@ -346,8 +346,6 @@ class CTranslate2Whisper:
         return self._ct2.StorageView.from_array(np.ascontiguousarray(np.asarray(encoded)[indices]))
 
 
-
-
 def _after_prefix(words: tuple[Any, ...], prefix_tokens: int) -> tuple[Any, ...]:
     """The words after the first ``prefix_tokens`` tokens (a prefix ends at a word: the text after it starts
     with a space)."""
