@@ -9,9 +9,10 @@ After the first window, sizes grow ``growth``-fold up to ``window_frames`` (16, 
 each window then takes less time to decode than the audio already sent lasts (64 + 20 frames decode in ~60 ms
 on one Xeon core, against 186 ms of audio from the first 16), so a stream that starts early does not run dry,
 while few windows keep the context overhead small (every seam decodes ``2 * context`` frames twice: with
-doubling, a ~420-frame sentence in two clauses decoded 1.37x its frames). With ``uniform`` (for decoders that stack batches), full-size and last windows are grown to
-one standard length (``context + window + context``) by taking more context where frames exist, so that
-windows from many streams have equal shapes and stack into one batch.
+doubling, a ~420-frame sentence in two clauses decoded 1.37x its frames). With ``uniform`` (for decoders
+that stack batches), full-size and last windows are grown to one standard length (``context + window +
+context``) by taking more context where frames exist, so that windows from many streams have equal shapes and
+stack into one batch.
 """
 
 from __future__ import annotations
