@@ -583,8 +583,8 @@ def test_looping_first_window_is_retried_and_the_correct_text_wins() -> None:
     assert "".join(d.delta for d in of(events, TranscriptDelta)) == CORRECT
 
 
-def test_when_every_window_loops_the_phrase_is_kept_once() -> None:
-    asr = ScriptedAsr(script=lambda audio, options: LOOP)
+def _one_utterance(asr: ScriptedAsr) -> list[str]:
+    """The finals of one 1.5 s burst at 300 Hz, without partials."""
     audio = np.concatenate([silence(0.3), tone(1.5, 300), silence(1.0)])
 
     async def feed(s: LiveStream) -> None:
@@ -593,7 +593,12 @@ def test_when_every_window_loops_the_phrase_is_kept_once() -> None:
 
     with transcriber(asr) as live:
         events = run_stream(live, NO_PARTIALS, feed)
-    assert [d.text for d in of(events, TranscriptCompleted)] == ["ask not"]
+    return [d.text for d in of(events, TranscriptCompleted)]
+
+
+def test_when_every_window_loops_the_phrase_is_kept_once() -> None:
+    asr = ScriptedAsr(script=lambda audio, options: LOOP)
+    assert _one_utterance(asr) == ["ask not"]
     assert len(asr.requests) == 3
 
 
@@ -601,15 +606,7 @@ def test_an_unsure_text_is_not_decoded_again_in_the_30_s_window() -> None:
     # Every try below the guard's log-probability floor, none looped: the fitted windows are tried, not the
     # standard one (measured: a 1.3 s filler's 30 s decode took 1.4 s to be unsure again).
     asr = ScriptedAsr(script=phrase_script, logprob=-2.5)
-    audio = np.concatenate([silence(0.3), tone(1.5, 300), silence(1.0)])
-
-    async def feed(s: LiveStream) -> None:
-        await push_paced(s, audio)
-        s.end_input()
-
-    with transcriber(asr) as live:
-        events = run_stream(live, NO_PARTIALS, feed)
-    assert [d.text for d in of(events, TranscriptCompleted)] == [PHRASES[300]]
+    assert _one_utterance(asr) == [PHRASES[300]]
     assert [(r.options.window, r.options.fit_step_s) for r in asr.requests] == [("fit", 5.0), ("fit", 10.0)]
 
 

@@ -495,12 +495,15 @@ class LiveStream:
 
     # -------------------------------------------------------------------------------- recognition
 
+    def _follows_closely(self, start: int) -> bool:
+        """Whether an utterance starting at ``start`` begins less than ``prompt_gap_s`` after the last one
+        ended (a sentence the VAD cut in two)."""
+        return self._previous_end >= 0 and start - self._previous_end <= self.options.prompt_gap_s * SAMPLE_RATE
+
     def _context(self, start: int) -> str:
         """The previous text that may condition an utterance starting at ``start``: the client's prompt, and
-        the last utterance's text when it ended less than ``prompt_gap_s`` before."""
-        recent = self._previous_text
-        if self._previous_end < 0 or start - self._previous_end > self.options.prompt_gap_s * SAMPLE_RATE:
-            recent = ""
+        the last utterance's text when it follows closely."""
+        recent = self._previous_text if self._follows_closely(start) else ""
         return f"{self._prompt} {recent}".strip()
 
     def _request(self, audio: np.ndarray, context: str, window: tuple[str, float] | None = None,
@@ -636,10 +639,9 @@ class LiveStream:
         """The previous utterance's audio, the pause and ``audio`` (this utterance's), when this one follows a
         trusted utterance within ``prompt_gap_s`` and all of it fits a window ``follow_on_s`` longer than
         the one ``audio`` gets alone."""
-        before, decode = self._previous_audio, self.options.decode
+        before, decode = self._previous_audio, self.options.decode  # set only beside a trusted, non-empty text
         extra = self.options.follow_on_s
-        if (extra is None or before is None or not self._previous_text or self._previous_end < 0
-                or u.start - self._previous_end > self.options.prompt_gap_s * SAMPLE_RATE
+        if (extra is None or before is None or not self._follows_closely(u.start)
                 or self._previous_end < self._ring.start_sample):
             return None
         pause = self._ring.read(self._previous_end, u.start) if u.start > self._previous_end else audio[:0]
