@@ -140,8 +140,9 @@ def test_too_many_words_for_the_speech() -> None:
 def test_too_few_words_for_long_speech() -> None:
     v = ok("Hello.", speech_s=30.0)
     assert not v.passed and v.reasons == ("too_few_words",)
-    # 12 words per minute: 6 words in 30 s are enough
-    assert ok("one two three four five six", speech_s=30.0).passed
+    # 30 words per minute: 15 words in 30 s are enough, 14 too few
+    assert ok(random_words(15), speech_s=30.0).passed
+    assert ok(random_words(14), speech_s=30.0).reasons == ("too_few_words",)
     assert ok("", speech_s=30.0).reasons == ("too_few_words",)
 
 
@@ -176,7 +177,7 @@ def test_no_space_languages_are_still_checked_for_compression_and_rate() -> None
 
 
 def test_custom_thresholds() -> None:
-    cfg = GuardConfig(max_repeats=3, min_avg_logprob=-0.5, max_words_per_minute=60, word_slack=0)
+    cfg = GuardConfig(max_repeats=3, min_avg_logprob=-0.5, max_words_per_minute=60, min_words_per_minute=12, word_slack=0)
     assert assess("no no no", -0.1, 0.0, 10 * S, "en", cfg).passed  # a repeated run alone is no loop
     assert assess("no no no", -0.1, 0.0, 10 * S, "en", cfg, LoopEvidence(hit_cap=True)).reasons == (
         "repetition", "token_cap")

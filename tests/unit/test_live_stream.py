@@ -929,7 +929,9 @@ def _long_utterance(piece_s: float) -> tuple[list[LiveEvent], ScriptedAsr]:
     audio = np.concatenate([silence(0.3), tone(3.0, 300), silence(0.3), tone(3.0, 500), silence(0.3),
                             tone(1.0, 700), silence(1.0)])
     asr = ScriptedAsr(script=phrase_script, delay_for=lambda r: 0.1 * len(r.audio) / SR)
-    return _paced(audio, asr, replace(NO_PARTIALS, piece_s=piece_s), 0.025, 8.0), asr
+    # the whole utterance's answer is one 4-word phrase for 8 s: slower than the guard's floor for real speech
+    slow = replace(NO_PARTIALS.guard, min_words_per_minute=12.0)
+    return _paced(audio, asr, replace(NO_PARTIALS, piece_s=piece_s, guard=slow), 0.025, 8.0), asr
 
 
 def test_a_long_utterance_is_decoded_in_pieces_and_its_final_costs_its_last_piece() -> None:

@@ -83,8 +83,9 @@ class GuardOutcome:
 
     @property
     def false_alarm(self) -> bool:
-        """A repetition case whose decoder did not run on, failed by the guard."""
-        return self.case.kind == "repetition" and not self.looped and not (self.verdict.passed and not self.verdict.silence)
+        """A repetition case whose text says every repetition (the decoder neither ran on nor left any out),
+        failed by the guard. Failing a text that left repetitions out is right: the pipeline retries it."""
+        return self.case.kind == "repetition" and self.heard and not (self.verdict.passed and not self.verdict.silence)
 
 
 def _gap(seconds: float) -> np.ndarray:

@@ -78,7 +78,10 @@ class ChunkParams:
     """How to cut and pack speech.
 
     Attributes:
-        max_chunk_s: the most audio in one chunk (Whisper's window is 30 s; a margin keeps words whole).
+        max_chunk_s: the most audio in one chunk. Whisper's window is 30 s, but on CPU a 15 s window costs
+            half of what a 30 s one does per second of audio (encoder attention grows with the square of its
+            length: 18.5 vs 39 ms per audio second, whisper-base int8, one thread), so chunks of 14 s of speech
+            go in fitted 15 s windows (tune half: 1.4-1.8x faster for +0.4-0.8 points of WER).
         min_cut_s: a region with no pause is never cut into a piece shorter than this.
         min_fill_s: a chunk with less room left than this is closed rather than filled with a cut region.
         max_join_gap_s: speech more than this far from the chunk's last piece starts a new chunk. Whisper
@@ -88,7 +91,7 @@ class ChunkParams:
         vad: the speech detector settings used to find regions.
     """
 
-    max_chunk_s: float = 29.0
+    max_chunk_s: float = 14.0
     min_cut_s: float = 12.0
     min_fill_s: float = 3.0
     max_join_gap_s: float = 5.0

@@ -33,7 +33,9 @@ class GuardConfig:
         no_speech_threshold: with a low log-probability, above this no-speech probability the chunk is
             silence (Whisper: 0.6).
         max_words_per_minute: fail when the text has more words than this rate allows (+ ``word_slack``).
-        min_words_per_minute: fail when a chunk with at least ``min_speech_s_for_rate`` of speech has fewer.
+        min_words_per_minute: fail when a chunk with at least ``min_speech_s_for_rate`` of speech has fewer
+            (a fitted window's decoder sometimes stops after a few words and stretches them over the rest:
+            "This one Montreal" for 14 s of casual speech; the slowest right chunks on the tune half had 60+).
         max_repeats: a single word repeating this many times in a row is a repeated run; a two-word phrase
             one time fewer, three- and four-word phrases two fewer; a phrase of ``long_phrase`` words or more
             (up to ``max_ngram``) repeated once. A run is only evidence: see ``loop_words_per_s`` and
@@ -51,7 +53,7 @@ class GuardConfig:
     min_avg_logprob: float = -1.0
     no_speech_threshold: float = 0.6
     max_words_per_minute: float = 380.0
-    min_words_per_minute: float = 12.0
+    min_words_per_minute: float = 30.0
     min_speech_s_for_rate: float = 8.0
     word_slack: int = 4
     max_repeats: int = 5

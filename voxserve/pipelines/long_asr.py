@@ -348,6 +348,8 @@ class LongFileTranscriber:
                 return self._accept(plan, attempts, rechunked=False)
             if unheard:  # Whisper stopped before some of the joined speech: cut at the joins, not retry whole
                 break
+            if opts.window == "full" and set(verdict.reasons) <= _THIN:  # beam search and penalties add no words
+                break
         tried = 0
         if (allow_rechunk or unheard) and len(audio) >= _MIN_RECHUNK_SAMPLES:
             parts = split_in_two(plan, audio)
@@ -578,6 +580,10 @@ def _attempt_options(n_samples: int, decode: DecodeOptions, options: LongAsrOpti
     attempts += [replace(full, temperature=t, best_of=options.best_of) for t in hotter]
     return attempts
 
+
+_THIN = {"too_few_words"}
+"""Reasons a wider beam or a repetition penalty cannot mend: the decoder stopped early. After the 30 s
+window (the fitted window's usual fault) only halves are tried."""
 
 MAX_UNHEARD_S = 2.0
 """A stretch of joined speech at least this long in which no word of the chunk's text lies is speech the
