@@ -44,10 +44,11 @@ class _Bar:
 
     def hook(self, key: int) -> Progress:
         def update(done_s: float, _total_s: float) -> None:
-            if self._bar is not None:
-                delta = done_s - self._done.get(key, 0.0)
+            if self._bar is not None:  # the bar shows the rounded sum (summed rounded steps ran past the total)
                 self._done[key] = done_s
-                self._bar.update(round(delta, 1))
+                shown = min(self._bar.total, round(sum(self._done.values()), 1))
+                self._bar.n = shown
+                self._bar.refresh()
 
         return update
 
