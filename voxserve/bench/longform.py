@@ -126,11 +126,13 @@ class LongformBench:
         return self._report(timings, audio_s, bound)
 
     def encoder_bound(self) -> float:
-        """Seconds to run the encoder once over every voxserve chunk of the files, on all workers."""
+        """Seconds to run the encoder once over every voxserve chunk of the files, in the window of its
+        first attempt, on all workers."""
         from voxserve.audio import decode_audio
         from voxserve.backends.registry import load_vad
         from voxserve.engine.pool import AsrService
         from voxserve.pipelines.chunking import plan_chunks
+        from voxserve.pipelines.long_asr import attempt_options
 
         service = self.vox.asr(self.config.model)
         if not isinstance(service, AsrService):
@@ -146,11 +148,16 @@ class LongformBench:
         encode = getattr(model, "encode_only", None)
         if encode is None:
             raise InvalidInput(f"{type(model).__name__} has no encoder-only mode")
+        options = self.vox.long_options()
         workers = self.vox.settings.asr.workers
         parts = [windows[i::workers] for i in range(workers)]
 
+        def encode_all(ws: list[np.ndarray]) -> None:
+            for w in ws:
+                encode(w, attempt_options(len(w), options.decode, options)[0])
+
         def run_all() -> None:
-            threads = [threading.Thread(target=lambda ws=ws: [encode(w) for w in ws]) for ws in parts]
+            threads = [threading.Thread(target=encode_all, args=(ws,)) for ws in parts]
             for th in threads:
                 th.start()
             for th in threads:

@@ -326,7 +326,7 @@ class LongFileTranscriber:
         joined = len(plan.pieces) > 1 and options.guard.enabled  # speech from several places: check each is heard
         unheard = False
         with_glossary = bool(options.keyterms)
-        for opts in _attempt_options(len(audio), decode, options):
+        for opts in attempt_options(len(audio), decode, options):
             if joined:
                 opts = replace(opts, word_timestamps=True)
             result = await self._decode(audio, opts, options.keyterms if with_glossary else ())
@@ -557,7 +557,7 @@ def _main_language(outcomes: list[_Outcome]) -> str:
     return max(spoken, key=lambda code: spoken[code])
 
 
-def _attempt_options(n_samples: int, decode: DecodeOptions, options: LongAsrOptions) -> list[DecodeOptions]:
+def attempt_options(n_samples: int, decode: DecodeOptions, options: LongAsrOptions) -> list[DecodeOptions]:
     """The decoding attempts of a chunk, in order, until one passes the guard.
 
     A short chunk first gets a fitted window (fast); if that fails, the standard 30 s window (Whisper loops

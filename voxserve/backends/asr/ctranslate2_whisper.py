@@ -135,9 +135,11 @@ class CTranslate2Whisper:
         encoded = self._encode([self._mel(audio, "full")])
         return self._detect(encoded)[0]
 
-    def encode_only(self, audio: Float32Array) -> None:
-        """Run only the encoder on one full window (the benchmark's lower bound)."""
-        self._encode([self._mel(audio, "full")])
+    def encode_only(self, audio: Float32Array, options: DecodeOptions | None = None) -> None:
+        """Run only the encoder on the window ``options`` (default: a full one) give ``audio`` (the
+        benchmark's lower bound)."""
+        o = options or DecodeOptions()
+        self._encode([self._mel(audio, o.window, o.fit_step_s)])
 
     def transcribe_batch(self, requests: Sequence[AsrRequest]) -> list[AsrResult]:
         """Recognise every request; requests with compatible options share decoder calls. Only the first 30 s
