@@ -35,7 +35,8 @@ class GuardConfig:
         max_words_per_minute: fail when the text has more words than this rate allows (+ ``word_slack``).
         min_words_per_minute: fail when a chunk with at least ``min_speech_s_for_rate`` of speech has fewer
             (a fitted window's decoder sometimes stops after a few words and stretches them over the rest:
-            "This one Montreal" for 14 s of casual speech; the slowest right chunks on the tune half had 60+).
+            "This one Montreal" for 14 s of casual speech; the slowest correctly heard chunks of the tune files had
+            about 60 words per minute of their time span, more per minute of speech).
         max_repeats: a single word repeating this many times in a row is a repeated run; a two-word phrase
             one time fewer, three- and four-word phrases two fewer; a phrase of ``long_phrase`` words or more
             (up to ``max_ngram``) repeated once. A run is only evidence: see ``loop_words_per_s`` and
