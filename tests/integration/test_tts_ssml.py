@@ -101,7 +101,8 @@ def test_pronunciations_are_heard_in_text_and_in_ssml(vox: Voxserve) -> None:
     ssml = "<speak><p>I ate a <emphasis>ZQRT</emphasis> for lunch.</p></speak>"
     assert "pizza" in heard(vox, ssml, pronunciations={"Zqrt": "pizza"})
     phonemes = heard(vox, "Please call Ms. Nguyen tomorrow.", pronunciations={"Nguyen": "[[ wˈɪn ]]"})
-    assert "nguyen" not in phonemes and re.search(r"\bw[iy]nn?\b", phonemes), phonemes
+    # Piper samples its durations, so the ASR hears "win tomorrow" or, run to run, "wintermorrow"
+    assert "nguyen" not in phonemes and re.search(r"\bw[iy]nn?", phonemes), phonemes
 
 
 def test_the_stream_fails_with_the_parse_error(vox: Voxserve) -> None:
