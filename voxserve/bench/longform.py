@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from voxserve.backends.base import DecodeOptions
 from voxserve.bench.common import Timing, machine, timed
 from voxserve.errors import InvalidInput
 from voxserve.eval.normalize import normalize_english
@@ -138,23 +139,24 @@ class LongformBench:
         if not isinstance(service, AsrService):
             raise InvalidInput("the encoder-only bound needs the in-process engine (not Ray replicas)")
         model = service.model
-        windows: list[np.ndarray] = []
+        options = self.vox.long_options()
+        windows: list[tuple[np.ndarray, DecodeOptions]] = []  # each chunk with its first attempt's window
         for path in self.config.files:
             audio = decode_audio(path)
             vad = load_vad()
             probs = vad.probabilities(audio)
-            for plan in plan_chunks(probs, len(audio), self.vox.long_options().chunking):
-                windows.append(np.concatenate([audio[p.file_start : p.file_end] for p in plan.pieces]))
+            for plan in plan_chunks(probs, len(audio), options.chunking):
+                w = np.concatenate([audio[p.file_start : p.file_end] for p in plan.pieces])
+                windows.append((w, attempt_options(len(w), options.decode, options)[0]))
         encode = getattr(model, "encode_only", None)
         if encode is None:
             raise InvalidInput(f"{type(model).__name__} has no encoder-only mode")
-        options = self.vox.long_options()
         workers = self.vox.settings.asr.workers
         parts = [windows[i::workers] for i in range(workers)]
 
-        def encode_all(ws: list[np.ndarray]) -> None:
-            for w in ws:
-                encode(w, attempt_options(len(w), options.decode, options)[0])
+        def encode_all(ws: list[tuple[np.ndarray, DecodeOptions]]) -> None:
+            for w, first in ws:
+                encode(w, first)
 
         def run_all() -> None:
             threads = [threading.Thread(target=encode_all, args=(ws,)) for ws in parts]
