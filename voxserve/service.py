@@ -192,7 +192,7 @@ class Voxserve:
             diarize = None if speakers is True else speakers
             return await self._with_speakers(source, options, diarize, model=model, embedder=embedder,
                                              progress=progress, priority=priority)
-        transcriber = LongFileTranscriber(self.asr(model), self.executor, load_vad, priority)
+        transcriber = LongFileTranscriber(lambda: self.asr(model), self.executor, load_vad, priority)
         return await transcriber.run(source, options, progress, on_text)
 
     def transcribe(self, source: Source, options: LongAsrOptions | None = None, **kwargs: Any) -> Transcript:

@@ -8,6 +8,7 @@ which words each request holds and where they must land on the file's timeline.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ from voxserve.backends.fakes import FakeAsr, FakeVad
 from voxserve.engine.batcher import BatcherConfig, MicroBatcher
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import AsrService
-from voxserve.errors import InvalidInput
+from voxserve.errors import InvalidInput, ModelUnavailable
 from voxserve.pipelines.chunking import ChunkParams
 from voxserve.pipelines.long_asr import LongAsrOptions, LongFileTranscriber
 from voxserve.types import SAMPLE_RATE, ChunkReport, Transcript
@@ -400,6 +401,37 @@ def test_without_a_text_hook_the_first_chunks_are_batched() -> None:
     with transcriber(asr, config) as tr:
         check_words(run(tr.run(wav(audio))), bursts)
     assert len(asr.batches[0]) > 1, [len(b) for b in asr.batches]
+
+
+def test_a_model_still_loading_does_not_hold_back_reading_the_file() -> None:
+    """Given a loader (a cold start), the transcriber reads and scores the file while the model loads: the
+    loader sees the VAD at work before it returns, and a loader's failure is the run's."""
+    audio, bursts = synth(LAYOUT)
+    asr = BurstAsr(bursts=bursts)
+    scoring = threading.Event()
+
+    def vad() -> FakeVad:
+        scoring.set()
+        return FakeVad()
+
+    def load() -> AsrService:
+        assert scoring.wait(10), "the file was not read while the model loaded"
+        return service
+
+    def missing() -> AsrService:
+        raise ModelUnavailable("no such model")
+
+    batcher = MicroBatcher(asr.transcribe_batch, BatcherConfig(max_batch_size=4, max_wait_ms=2, offline_wait_ms=10),
+                           name="fake")
+    service = AsrService(asr, batcher)
+    executor = BlockingExecutor()
+    try:
+        check_words(run(ToneTranscriber(load, executor, vad).run(wav(audio))), bursts)
+        with pytest.raises(ModelUnavailable):
+            run(ToneTranscriber(missing, executor, FakeVad).run(wav(audio)))
+    finally:
+        batcher.close()
+        executor.shutdown()
 
 
 def test_files_transcribed_concurrently_share_batches() -> None:
