@@ -29,6 +29,7 @@ class Session:
     ws: ClientConnection
     events: list[dict[str, Any]] = field(default_factory=list)
     closed: threading.Event = field(default_factory=threading.Event)
+    last_event_at: float = field(default_factory=time.monotonic)
 
     def start(self) -> Session:
         threading.Thread(target=self._read, daemon=True).start()
@@ -38,6 +39,7 @@ class Session:
         try:
             for message in self.ws:
                 self.events.append(json.loads(message))
+                self.last_event_at = time.monotonic()
         except Exception:  # noqa: BLE001 - the socket closed
             pass
         finally:
@@ -66,6 +68,21 @@ class Session:
                 break
             time.sleep(0.02)
         raise AssertionError(f"expected {count} {kind}; got {[e['type'] for e in self.events]}")
+
+    def drain(self, idle: float = 1.0, timeout: float = 60) -> None:
+        """Wait until every utterance the server started has its final (completed or failed) and nothing more
+        arrived for ``idle`` seconds: a test that slept a fixed time after its last expected event lost the
+        final utterance on a slow CI machine."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self.closed.is_set():
+            started = len(self.of_type("input_audio_buffer.speech_started"))
+            finals = len(self.of_type("conversation.item.input_audio_transcription.completed")) + len(
+                self.of_type("conversation.item.input_audio_transcription.failed"))
+            quiet = time.monotonic() - self.last_event_at >= idle
+            if started and finals >= started and quiet:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"utterances left without a final; got {[e['type'] for e in self.events]}")
 
     def transcripts(self) -> list[str]:
         return [e["transcript"] for e in self.of_type("conversation.item.input_audio_transcription.completed")]

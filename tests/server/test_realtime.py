@@ -81,8 +81,7 @@ def test_server_vad_protocol_order_and_quality(live: LiveServer, data_dir: Path)
     s.send({**GA_UPDATE, "session": {**GA_UPDATE["session"], "voxserve": {"partial_events": True}}})
     s.stream(pcm24(data_dir / "fw_jfk.flac") + pcm24(data_dir / "mfa_ls_61-70968-0000.flac"))
     stopped = s.wait_for("input_audio_buffer.speech_stopped")
-    s.wait_for("conversation.item.input_audio_transcription.completed", len(s.of_type("input_audio_buffer.speech_stopped")))
-    time.sleep(0.5)
+    s.drain(idle=0.5)
     s.ws.close()
     assert stopped
     check_order(s.events)
@@ -153,8 +152,8 @@ def test_g711_ulaw_input(live: LiveServer, data_dir: Path) -> None:
     s.send({"type": "session.update", "session": {"type": "transcription", "audio": {"input": {
         "format": {"type": "audio/pcmu"}, "transcription": {"language": "en"}}}}})
     s.stream(ulaw, rate=4000, speed=8)  # 1 byte per sample: rate/2 keeps the chunking arithmetic right
-    s.wait_for("conversation.item.input_audio_transcription.completed", 2)
-    time.sleep(1.0)
+    s.wait_for("conversation.item.input_audio_transcription.completed")
+    s.drain()
     s.ws.close()
     assert score_wer((data_dir / "fw_jfk.txt").read_text(), " ".join(s.transcripts())).wer <= 0.15, s.transcripts()
 
