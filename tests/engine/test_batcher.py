@@ -206,31 +206,50 @@ def test_full_batch_does_not_wait() -> None:
 # ----------------------------------------------------------------------------------------- priority
 
 
-def test_live_item_goes_first_in_the_next_batch() -> None:
-    rec = Recorder(block_calls=1)
-    b = make(rec, max_batch_size=2, max_wait_ms=5, offline_wait_ms=5, workers=1)
+def batches_behind_a_busy_worker(b: MicroBatcher[int, int], rec: Recorder,
+                                 queued: list[tuple[int, Priority]]) -> list[list[Any]]:
+    """The batches ``b``'s only worker runs when ``queued`` arrives while it is busy with item 0."""
 
     async def main() -> None:
         first = asyncio.ensure_future(b.submit(0))
         await wait_entered(rec)  # the only worker is busy
-        tasks = [
-            asyncio.ensure_future(b.submit(1, Priority.OFFLINE)),
-            asyncio.ensure_future(b.submit(2, Priority.OFFLINE)),
-            asyncio.ensure_future(b.submit(3, Priority.AGENT)),
-            asyncio.ensure_future(b.submit(4, Priority.OFFLINE)),
-            asyncio.ensure_future(b.submit(5, Priority.LIVE)),
-        ]
+        tasks = [asyncio.ensure_future(b.submit(i, p)) for i, p in queued]
         await settle()
-        assert b.queue_depth == 5
+        assert b.queue_depth == len(queued)
         rec.gate.set()
-        assert await asyncio.gather(first, *tasks) == [0, 10, 20, 30, 40, 50]
+        assert await asyncio.gather(first, *tasks) == [0] + [10 * i for i, _ in queued]
 
     try:
         run(main())
     finally:
         b.close()
+    return rec.batches
+
+
+def test_live_item_goes_first_in_the_next_batch() -> None:
+    rec = Recorder(block_calls=1)
+    b = make(rec, max_batch_size=2, max_wait_ms=5, offline_wait_ms=5, workers=1)
+    queued = [(1, Priority.OFFLINE), (2, Priority.OFFLINE), (3, Priority.AGENT), (4, Priority.OFFLINE), (5, Priority.LIVE)]
     # live, then agent, then offline in arrival order
-    assert rec.batches == [[0], [5, 3], [1, 2], [4]]
+    assert batches_behind_a_busy_worker(b, rec, queued) == [[0], [5, 3], [1, 2], [4]]
+
+
+def test_a_final_shares_its_batch_only_with_finals() -> None:
+    rec = Recorder(block_calls=1)
+    b = make(rec, max_batch_size=8, max_wait_ms=5, offline_wait_ms=5, workers=1)
+    queued = [(1, Priority.PARTIAL), (2, Priority.LIVE), (3, Priority.OFFLINE), (4, Priority.AGENT), (5, Priority.PARTIAL)]
+    # the finals alone, then the previews alone, then the offline chunk (room for all of them in one batch)
+    assert batches_behind_a_busy_worker(b, rec, queued) == [[0], [2, 4], [1, 5], [3]]
+
+
+def test_a_waited_on_batch_holds_only_items_of_one_model_call_and_offline_batches_fill() -> None:
+    rec = Recorder(block_calls=1)
+    b: MicroBatcher[int, int] = MicroBatcher(
+        rec, BatcherConfig(max_batch_size=8, max_wait_ms=5, offline_wait_ms=5, workers=1), key=lambda x: x % 2)
+    queued = [(1, Priority.LIVE), (2, Priority.LIVE), (3, Priority.AGENT), (4, Priority.PARTIAL),
+              (5, Priority.PARTIAL), (6, Priority.PARTIAL), (7, Priority.OFFLINE), (8, Priority.OFFLINE)]
+    # odd and even keys never share a final's or a preview's batch; offline chunks share regardless
+    assert batches_behind_a_busy_worker(b, rec, queued) == [[0], [1, 3], [2], [4, 6], [5], [7, 8]]
 
 
 # --------------------------------------------------------------------------------------- failures

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -222,3 +223,37 @@ def test_one_batch_with_different_previous_texts(vox: Voxserve, data_dir: Path) 
     assert [r.text for r in together] == [r.text for r in alone]
     for r in together:
         assert jfk_wer(r.text) <= 0.1, r.text  # measured 0-4.5 % (one word) on every machine
+
+
+def test_batch_keys_say_which_requests_share_a_decoder_call(vox: Voxserve, data_dir: Path) -> None:
+    """The batcher keeps a waited-on batch to one key: equal keys must be one model call (so a batch of them
+    costs about one decode), different ones not (they would run one after another inside the batch)."""
+    from voxserve.audio.decode import decode_audio
+    from voxserve.backends.base import AsrRequest, DecodeOptions
+
+    audio = decode_audio(data_dir / "fw_jfk.flac")
+    model = vox.asr().model
+    fit = DecodeOptions(language="en", window="fit", fit_step_s=5.0)
+    same = [AsrRequest(audio, replace(fit, prompt="Good evening.")), AsrRequest(audio[:-800], replace(fit, prompt="Good morning."))]
+    other = [AsrRequest(audio, replace(fit, prompt="A much longer previous text than the others.")),
+             AsrRequest(audio[: 4 * 16000], fit), AsrRequest(audio, replace(fit, prefix="And so")),
+             AsrRequest(audio, replace(fit, temperature=0.4))]
+    assert model.batch_key(same[0]) == model.batch_key(same[1])
+    keys = {model.batch_key(r) for r in [same[0], *other]}
+    assert len(keys) == 1 + len(other)
+    calls: list[int] = []
+    generate = model._generate
+
+    def counting(encoded: object, prompts: list[list[int]], o: DecodeOptions) -> object:
+        calls.append(len(prompts))
+        return generate(encoded, prompts, o)  # type: ignore[arg-type]
+
+    model._generate = counting  # type: ignore[method-assign]
+    try:
+        model.transcribe_batch(same)
+        assert calls == [2]
+        calls.clear()
+        model.transcribe_batch([same[0], *other])
+        assert sorted(calls) == [1] * (1 + len(other))
+    finally:
+        del model._generate  # type: ignore[attr-defined]  # the shared engine's Whisper as it was

@@ -8,7 +8,7 @@ nothing about HTTP, queues or asyncio.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -186,6 +186,11 @@ class AsrModel(Protocol):
 
     def transcribe_batch(self, requests: Sequence[AsrRequest]) -> list[AsrResult]:
         """Recognise every request; results are in request order."""
+        ...
+
+    def batch_key(self, request: AsrRequest) -> Hashable:
+        """Requests with equal keys share the model's calls inside :meth:`transcribe_batch`; others in the
+        same batch run one after another (so a latency-bound batch should hold only one key)."""
         ...
 
     def detect_language(self, audio: Float32Array) -> list[tuple[str, float]]:

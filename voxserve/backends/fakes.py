@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -118,6 +118,10 @@ class FakeAsr:
                 raise RuntimeError("scripted failure")
             out.append(self._result(req))
         return out
+
+    def batch_key(self, request: AsrRequest) -> Hashable:
+        """One key for all: a fake answers a whole batch in one call."""
+        return None
 
     def _detected(self, allowed: tuple[str, ...]) -> str:
         """The configured language, or the first allowed one when it is not allowed."""

@@ -74,7 +74,7 @@ class AsrReplica:
         self.model: AsrModel = spec.factory() if spec.factory is not None else load_asr(spec.model, spec.load)
         config = replace(spec.batcher, workers=spec.load.workers)
         self.batcher: MicroBatcher[AsrRequest, AsrResult] = MicroBatcher(
-            self.model.transcribe_batch, config, name=self.model.info.name
+            self.model.transcribe_batch, config, name=self.model.info.name, key=self.model.batch_key
         )
 
     def describe(self) -> ReplicaInfo:

@@ -4,6 +4,9 @@ Callers ``await batcher.submit(item, priority)``; worker threads (the only place
 runs) take the most urgent items first (live before agent before offline; within a class, earliest deadline
 first, where an item's deadline is its arrival time unless the caller gives one), wait at most ``max_wait_ms``
 for a batch to fill, split queued work fairly between idle workers, and hand each caller its own result. A
+batch that someone waits on (a final, an agent's turn, a preview) holds only items the model runs in one call
+(equal ``key``) and never mixes finals with previews: on a CPU, items that run one after another in a batch
+only add to each other's wait, while another worker could have taken them. A
 failing batch is retried item by item so that one bad item fails only its own caller. Admission control: a
 full queue raises :class:`~voxserve.errors.Overloaded` at once.
 """
@@ -17,7 +20,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -75,6 +78,7 @@ class _Entry:
     deadline: float
     seq: int
     item: object = field(compare=False)
+    key: Hashable = field(compare=False)
     future: asyncio.Future[object] = field(compare=False)
     loop: asyncio.AbstractEventLoop = field(compare=False)
     enqueued: float = field(compare=False, default=0.0)
@@ -90,13 +94,16 @@ class MicroBatcher(Generic[T, R]):
         *,
         name: str = "model",
         observer: BatchObserver | None = None,
+        key: Callable[[T], Hashable] | None = None,
     ) -> None:
+        """``key``: items with equal keys share the model's calls inside ``fn`` (None: all of them do)."""
         if config.max_batch_size < 1 or config.workers < 1:
             raise ValueError("max_batch_size and workers must be at least 1")
         self._fn = fn
         self.config = config
         self.name = name
         self._observer = observer
+        self._key = key
         self._heap: list[_Entry] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
@@ -123,6 +130,7 @@ class MicroBatcher(Generic[T, R]):
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[object] = loop.create_future()
+        group = None if self._key is None else self._key(item)  # outside the lock: it may tokenize
         with self._cond:
             if self._closed:
                 raise Overloaded(f"{self.name} is shutting down", retry_after_s=5.0)
@@ -130,7 +138,7 @@ class MicroBatcher(Generic[T, R]):
                 raise Overloaded(f"{self.name} queue is full ({len(self._heap)} items)", retry_after_s=self._retry_after())
             now = time.monotonic()
             key = now if deadline is None else deadline
-            heapq.heappush(self._heap, _Entry(int(priority), key, next(self._seq), item, future, loop, now))
+            heapq.heappush(self._heap, _Entry(int(priority), key, next(self._seq), item, group, future, loop, now))
             self._cond.notify()
         return await future  # type: ignore[return-value]
 
@@ -177,7 +185,21 @@ class MicroBatcher(Generic[T, R]):
         # Split the queue evenly over the workers that are free now.
         share = math.ceil(len(self._heap) / max(1, self._waiting))
         count = max(1, min(self.config.max_batch_size, share, len(self._heap)))
-        batch = [heapq.heappop(self._heap) for _ in range(count)]
+        batch = [heapq.heappop(self._heap)]
+        head = batch[0]
+        if head.priority < Priority.OFFLINE:
+            # Someone waits on this batch: only what runs in the head's model call, and finals (live and
+            # agent) only with finals (the heap pops by class, so a preview at the head has only previews
+            # left in its class).
+            last = Priority.AGENT if head.priority < Priority.PARTIAL else Priority.PARTIAL
+            passed: list[_Entry] = []
+            while len(batch) < count and self._heap and self._heap[0].priority <= last:
+                entry = heapq.heappop(self._heap)
+                (batch if entry.key == head.key else passed).append(entry)
+            for entry in passed:
+                heapq.heappush(self._heap, entry)
+        else:
+            batch += [heapq.heappop(self._heap) for _ in range(count - 1)]
         return [e for e in batch if not e.future.cancelled()]
 
     def _wait_s(self) -> float:

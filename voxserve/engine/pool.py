@@ -112,6 +112,7 @@ class ModelPool:
             BatcherConfig.from_settings(c),
             name=model.info.name,
             observer=self._observer,
+            key=model.batch_key,
         )
         return AsrService(model, batcher)
 

@@ -15,7 +15,7 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -167,21 +167,29 @@ class CTranslate2Whisper:
 
     # ------------------------------------------------------------------------------------- internals
 
+    def batch_key(self, request: AsrRequest) -> Hashable:
+        """What requests must share to be decoded in one call: the encoder window, the sampling, and the
+        lengths of the previous text and of the prefix."""
+        return self._key(request, self._previous(request.options), self._prefix(request.options))
+
     @staticmethod
-    def _group(requests: Sequence[AsrRequest], previous: list[list[int]], prefixes: list[list[int]]
+    def _key(request: AsrRequest, previous: list[int], prefix: list[int]) -> tuple[Any, ...]:
+        o = request.options
+        frames = _window_frames(len(request.audio), o.window, o.fit_step_s)
+        # Not keyed by max_new_tokens: long-file chunks all have different caps, and a group per cap made
+        # every decoder call a batch of one (measured: 26% slower on the corpus long file, one CPU worker).
+        # Keyed by the previous-text length: CTranslate2 needs <|startoftranscript|> at the same position
+        # in every sequence of a generate call (live streams each carry their own previous text).
+        # And by the prefix's length: every prompt of a call has the same length.
+        return (frames, o.temperature, o.beam_size if o.temperature == 0 else o.best_of, o.repetition_penalty,
+                len(previous), len(prefix))
+
+    @classmethod
+    def _group(cls, requests: Sequence[AsrRequest], previous: list[list[int]], prefixes: list[list[int]]
                ) -> dict[tuple[Any, ...], list[int]]:
         groups: dict[tuple[Any, ...], list[int]] = defaultdict(list)
         for i, req in enumerate(requests):
-            o = req.options
-            frames = _window_frames(len(req.audio), o.window, o.fit_step_s)
-            # Not keyed by max_new_tokens: long-file chunks all have different caps, and a group per cap made
-            # every decoder call a batch of one (measured: 26% slower on the corpus long file, one CPU worker).
-            # Keyed by the previous-text length: CTranslate2 needs <|startoftranscript|> at the same position
-            # in every sequence of a generate call (live streams each carry their own previous text).
-            # And by the prefix's length: every prompt of a call has the same length.
-            key = (frames, o.temperature, o.beam_size if o.temperature == 0 else o.best_of, o.repetition_penalty,
-                   len(previous[i]), len(prefixes[i]))
-            groups[key].append(i)
+            groups[cls._key(req, previous[i], prefixes[i])].append(i)
         return groups
 
     def _mel(self, audio: Float32Array, window: str, step_s: float = 5.0) -> np.ndarray:
