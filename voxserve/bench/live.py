@@ -193,6 +193,7 @@ def summarize(system: str, n: int, results: list[StreamResult], programs: list[P
         "final_p50": percentile(final, 50), "final_p95": percentile(final, 95), "final_p99": percentile(final, 99),
         "last_byte_p50": percentile(last, 50), "last_byte_p95": percentile(last, 95),
         "partial_p50": percentile(partial, 50), "partial_p95": percentile(partial, 95), "wer": wer.wer,
+        "partials_per_utterance": len(partial) / max(1, len(last)),  # previews are shed first under load
     }
 
 
@@ -204,6 +205,16 @@ async def run_level(system: str, url: str, programs: list[Program], model_dir: s
         coros = [whisperlive_stream(url, p, model_dir) for p in programs]
     results = list(await asyncio.gather(*coros))
     return summarize(system, len(programs), results, programs)
+
+
+def offline_scores(settings: Any, programs: list[Program]) -> list[WerScore]:
+    """Each program transcribed as a file (the process's own defaults, language en): the live WER's yardstick
+    (the same audio, without the stream's cuts and latency budget)."""
+    from voxserve.service import Voxserve
+
+    with Voxserve(settings) as vox:
+        return [score_wer(p.reference, vox.transcribe(p.audio, language="en").text, normalizer=normalize_english)
+                for p in programs]
 
 
 def free_port() -> int:
@@ -249,12 +260,14 @@ def capacity(rows: list[dict[str, Any]], system: str, key: str, limit_s: float) 
 def format_live(report: dict[str, Any]) -> str:
     """The report as a table plus the capacity lines."""
     rows = [[r["system"], r["streams"], r["utterances"], r["final_p50"], r["final_p95"], r["final_p99"],
-             r["last_byte_p50"], r["last_byte_p95"], r["partial_p50"], r["partial_p95"], f"{100 * r['wer']:.1f}%"]
+             r["last_byte_p50"], r["last_byte_p95"], r["partial_p50"], r["partial_p95"],
+             f"{r['partials_per_utterance']:.1f}" if "partials_per_utterance" in r else "-", f"{100 * r['wer']:.1f}%",
+             f"{100 * r['offline_wer']:.1f}%" if "offline_wer" in r else "-"]
             for r in report["rows"]]
     m = report["machine"]
     lines = [f"{report['seconds']:.0f} s per stream; {m['cpu']}, {m['cores']} cores, load {m['load_1min']}",
              text_table(["system", "streams", "utts", "final p50", "p95", "p99", "last-byte p50", "p95", "partial p50",
-                    "p95", "WER"], rows)]
+                    "p95", "partials/utt", "WER", "as files"], rows)]
     for k, v in report["capacity"].items():
         lines.append(f"{k}: {v}")
     if report.get("whisperlive_note"):
@@ -289,6 +302,10 @@ def run_live_bench(
         for n in streams:
             rows.append(asyncio.run(run_level("voxserve", url, make_programs(clips, n, seconds), model_dir)))
             log(f"voxserve {n} streams: final p95 {rows[-1]['final_p95']:.3f} s")
+    offline = offline_scores(settings, make_programs(clips, max(streams), seconds))
+    for row in rows:  # a level's programs are the first n of the largest level's (make_programs)
+        row["offline_wer"] = pooled(offline[: row["streams"]]).wer
+    log(f"the same programs as files: WER {100 * pooled(offline).wer:.1f} %")
     note = ""
     if whisperlive_python and python_has_whisperlive(whisperlive_python):
         proc, url = start_whisperlive(whisperlive_python, model_dir, max(streams))
