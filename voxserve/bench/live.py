@@ -261,7 +261,7 @@ def format_live(report: dict[str, Any]) -> str:
     """The report as a table plus the capacity lines."""
     rows = [[r["system"], r["streams"], r["utterances"], r["final_p50"], r["final_p95"], r["final_p99"],
              r["last_byte_p50"], r["last_byte_p95"], r["partial_p50"], r["partial_p95"],
-             f"{r['partials_per_utterance']:.1f}" if "partials_per_utterance" in r else "-", f"{100 * r['wer']:.1f}%",
+             f"{r['partials_per_utterance']:.1f}", f"{100 * r['wer']:.1f}%",
              f"{100 * r['offline_wer']:.1f}%" if "offline_wer" in r else "-"]
             for r in report["rows"]]
     m = report["machine"]
@@ -297,13 +297,14 @@ def run_live_bench(
 
     rows: list[dict[str, Any]] = []
     model_dir = str(resolve_asr(settings.asr.model)[1])
+    programs = make_programs(clips, max(streams), seconds)  # a level of n streams plays the first n of them
     with ServerThread(settings) as server:
         url = server.url.replace("http://", "ws://")
         for n in streams:
-            rows.append(asyncio.run(run_level("voxserve", url, make_programs(clips, n, seconds), model_dir)))
+            rows.append(asyncio.run(run_level("voxserve", url, programs[:n], model_dir)))
             log(f"voxserve {n} streams: final p95 {rows[-1]['final_p95']:.3f} s")
-    offline = offline_scores(settings, make_programs(clips, max(streams), seconds))
-    for row in rows:  # a level's programs are the first n of the largest level's (make_programs)
+    offline = offline_scores(settings, programs)
+    for row in rows:
         row["offline_wer"] = pooled(offline[: row["streams"]]).wer
     log(f"the same programs as files: WER {100 * pooled(offline).wer:.1f} %")
     note = ""
@@ -311,7 +312,7 @@ def run_live_bench(
         proc, url = start_whisperlive(whisperlive_python, model_dir, max(streams))
         try:
             for n in streams:
-                rows.append(asyncio.run(run_level("whisperlive", url, make_programs(clips, n, seconds), model_dir)))
+                rows.append(asyncio.run(run_level("whisperlive", url, programs[:n], model_dir)))
                 log(f"whisperlive {n} streams: last-byte p95 {rows[-1]['last_byte_p95']:.3f} s")
         finally:
             proc.terminate()
