@@ -23,7 +23,7 @@ from voxserve.backends.base import (
     VoiceEntry,  # noqa: E402
 )
 from voxserve.backends.tts.catalog import VoiceCatalog, embedded_voice_path  # noqa: E402
-from voxserve.backends.tts.piper import PiperLoadConfig, load_piper  # noqa: E402
+from voxserve.backends.tts.piper import PiperLoadConfig, load_piper, split_voice  # noqa: E402
 from voxserve.cli import main  # noqa: E402
 from voxserve.engine.batcher import BatcherConfig, MicroBatcher  # noqa: E402
 from voxserve.engine.tts_pool import VoicePool  # noqa: E402
@@ -68,6 +68,30 @@ def whole(acoustic: Any, decoder: Any, text: str) -> np.ndarray:
         for block in acoustic.frames(to_speakable(s.text), SpeechOptions()):
             parts.append(decoder.decode_batch([block.frames])[0])
     return np.concatenate(parts)
+
+
+def test_the_split_voice_equals_piper_s_whole_graph(deterministic: tuple[Any, Any]) -> None:
+    """The front part and the decoder rewritten with 2-D convolutions give the samples of Piper's own graph."""
+    import onnx
+    from piper import PiperVoice
+
+    acoustic, (decoder, _) = deterministic
+    path = embedded_voice_path()
+    assert path is not None
+    kernels = {i.name: len(i.dims) for i in onnx.load(str(split_voice(path)[1])).graph.initializer}
+    convs = [n for n in onnx.load(str(split_voice(path)[1])).graph.node if n.op_type in ("Conv", "ConvTranspose")]
+    assert len(convs) > 10 and all(kernels[n.input[1]] == 4 for n in convs)
+    voice = PiperVoice.load(path)
+    text = "Rice is often served in round bowls."
+    [phonemes] = voice.phonemize(text)
+    ids = np.array([voice.phonemes_to_ids(phonemes)], dtype=np.int64)
+    scales = np.array([0.0, voice.config.length_scale, 0.0], dtype=np.float32)
+    expected = voice.session.run(None, {"input": ids, "input_lengths": np.array([ids.shape[1]]), "scales": scales})
+    [block] = list(acoustic.frames(text, SpeechOptions()))
+    got = decoder.decode_batch([block.frames])[0] / decoder.gain
+    reference = np.asarray(expected[0], dtype=np.float32).reshape(-1)
+    assert got.shape == reference.shape
+    assert float(np.max(np.abs(got - reference))) < 1e-4
 
 
 @pytest.mark.parametrize("stack", [False, True], ids=["per-window", "stacked"])
