@@ -108,10 +108,10 @@ def test_utterances_that_follow_closely_are_heard_after_the_speech_before(
     original = LiveStream._follow_on_text
 
     async def spy(self: LiveStream, u: object, audio: np.ndarray) -> object:
-        result = await original(self, u, audio)  # type: ignore[arg-type]
+        result, reread = await original(self, u, audio)  # type: ignore[arg-type]
         if result is not None:
             followed.append(result[0])
-        return result
+        return result, reread
 
     monkeypatch.setattr(LiveStream, "_follow_on_text", spy)
     texts = live_texts(facade, decode_audio(data_dir / "fw_jfk.flac"))  # type: ignore[operator]

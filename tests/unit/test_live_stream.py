@@ -25,7 +25,7 @@ from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import AsrService
 from voxserve.errors import BackendError, InvalidInput, Overloaded
 from voxserve.pipelines.guard import token_cap
-from voxserve.streaming.live_asr import LiveOptions, LiveStream, LiveTranscriber, copies_prompt
+from voxserve.streaming.live_asr import LiveOptions, LiveStream, LiveTranscriber, copies_prompt, first_token_cap
 from voxserve.streaming.live_events import (
     Cleared,
     Committed,
@@ -583,6 +583,44 @@ def test_looping_first_window_is_retried_and_the_correct_text_wins() -> None:
     assert "".join(d.delta for d in of(events, TranscriptDelta)) == CORRECT
 
 
+@dataclass
+class TwoTokenWords(ScriptedAsr):
+    """Two tokens a word, as Whisper spends on most English words with their punctuation."""
+
+    def _result(self, req: AsrRequest) -> AsrResult:
+        result = super()._result(req)
+        return replace(result, tokens=tuple(range(2 * len(result.text.split()))))
+
+
+@pytest.mark.parametrize("language", ["en", None])
+def test_a_first_decode_cut_by_its_tight_cap_without_a_loop_is_decoded_again_under_the_usual_cap(
+        language: str | None) -> None:
+    # Sixteen different words in 2 s (fast, not looped): the first decode, in a known language, stops at
+    # first_token_cap and still passes the guard, so it is decoded again and no word is lost. With no
+    # language known yet the first decode has the usual cap and is the only one.
+    said = [f"w{i}" for i in range(16)]
+
+    def fast(audio: np.ndarray, options: DecodeOptions) -> str:
+        return " ".join(said[: ((options.max_new_tokens or 448) + 1) // 2])  # the decoder stops at its cap
+
+    asr = TwoTokenWords(script=fast)
+    audio = np.concatenate([silence(0.3), tone(2.0, 300), silence(1.0)])
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio)
+        s.end_input()
+
+    options = replace(NO_PARTIALS, decode=replace(NO_PARTIALS.decode, language=language))
+    with transcriber(asr) as live:
+        events = run_stream(live, options, feed)
+    (done,) = of(events, TranscriptCompleted)
+    assert done.text == " ".join(said)
+    n = done.end - done.start
+    caps = [r.options.max_new_tokens for r in asr.requests]
+    assert caps == ([first_token_cap(n), token_cap(n)] if language else [token_cap(n)])
+    assert first_token_cap(n) < token_cap(n)
+
+
 def _one_utterance(asr: ScriptedAsr) -> list[str]:
     """The finals of one 1.5 s burst at 300 Hz, without partials."""
     audio = np.concatenate([silence(0.3), tone(1.5, 300), silence(1.0)])
@@ -857,6 +895,7 @@ def test_follow_on_is_only_for_close_utterances_and_never_keeps_a_repeated_prefi
     assert texts == [PHRASES[300], PHRASES[500]]
     assert [r.options.prefix for r in requests] == [None, PHRASES[300], None]
     assert len(requests[2].audio) < len(requests[1].audio)
+    assert not requests[2].options.prompt  # it read the previous text again: not its prompt either
 
 
 def test_copies_prompt() -> None:

@@ -30,6 +30,7 @@ from voxserve.config import GuardSettings, LiveConfig
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import Recognizer
 from voxserve.errors import InvalidInput, Overloaded, VoxserveError
+from voxserve.languages import NO_SPACE_LANGUAGES
 from voxserve.pipelines.guard import (
     GuardConfig,
     LoopEvidence,
@@ -88,7 +89,8 @@ class LiveOptions:
             new words), when both fit an encoder window at most this much longer than the one the new
             utterance alone gets (None = never): a sentence's second half, a short answer or the next number
             of a count is heard with the speech it continues, as in a long file. A result that fails the
-            guard, says nothing, repeats the prefix or ends in a repeat is decoded again on its own. One
+            guard, says nothing, repeats the prefix or ends in a repeat is decoded again on its own (without the
+            previous text as its prompt when the decoder read that text again). One
             window step (5 s) was chosen on the tune half (8 streams: 19 of 53 utterances joined, WER 11.3 ->
             10.6 %; allowing any window joined 23 for the same WER; 0 s, no extra encoder work, joined
             almost none).
@@ -507,10 +509,12 @@ class LiveStream:
         return f"{self._prompt} {recent}".strip()
 
     def _request(self, audio: np.ndarray, context: str, window: tuple[str, float] | None = None,
-                 keyterms: tuple[str, ...] | None = None, prefix: str = "", new_samples: int | None = None
-                 ) -> AsrRequest:
+                 keyterms: tuple[str, ...] | None = None, prefix: str = "", new_samples: int | None = None,
+                 tight: bool = False) -> AsrRequest:
         """A decode of ``audio`` after ``context`` with the stream's key terms (or ``keyterms``) as a glossary;
-        with a ``prefix``, the text of the audio's beginning: only its last ``new_samples`` are to be heard."""
+        with a ``prefix``, the text of the audio's beginning: only its last ``new_samples`` are to be heard.
+        ``tight``: the first attempt's token cap (:func:`first_token_cap`) when the language is known and
+        written with spaces."""
         options = replace(self.options.decode, prefix=prefix or None)
         if window is not None:
             options = replace(options, window=window[0], fit_step_s=window[1])
@@ -519,7 +523,9 @@ class LiveStream:
         terms = self.options.keyterms if keyterms is None else keyterms
         prompt = glossary_prompt(terms, context, self.options.max_prompt_chars)
         new = len(audio) if new_samples is None else new_samples
-        return AsrRequest(audio, replace(options, prompt=prompt, max_new_tokens=token_cap(new)))
+        language = options.language or self._language
+        cap = first_token_cap(new) if tight and language and language not in NO_SPACE_LANGUAGES else token_cap(new)
+        return AsrRequest(audio, replace(options, prompt=prompt, max_new_tokens=cap))
 
     def _maybe_partial(self, u: _Utterance | None) -> None:
         interval = self._samples(self.options.partial_interval_ms)
@@ -631,9 +637,14 @@ class LiveStream:
         # Shielded: a draft awaiting a piece is cancelled when speech resumes, and an unshielded await would
         # cancel the piece with it (the final, which needs the piece, then failed and the stream hung).
         said = [(await asyncio.shield(piece.task))[0] for piece in pieces]
-        if not pieces and (followed := await self._follow_on_text(u, audio)) is not None:
-            return followed
-        return await self._final_text(audio, " ".join([self._context(u.start), *said]).strip())
+        context = self._context(u.start)
+        if not pieces:
+            followed, reread = await self._follow_on_text(u, audio)
+            if followed is not None:
+                return followed
+            if reread:  # the decoder read the previous text again: it would as a prompt too
+                context = self._prompt
+        return await self._final_text(audio, " ".join([context, *said]).strip())
 
     def _with_previous(self, u: _Utterance, audio: np.ndarray) -> np.ndarray | None:
         """The previous utterance's audio, the pause and ``audio`` (this utterance's), when this one follows a
@@ -650,21 +661,26 @@ class LiveStream:
         return np.concatenate([before, pause, audio])
 
     async def _follow_on_text(self, u: _Utterance, audio: np.ndarray
-                              ) -> tuple[str, bool, tuple[TokenLogprob, ...]] | None:
+                              ) -> tuple[tuple[str, bool, tuple[TokenLogprob, ...]] | None, bool]:
         """This utterance's text heard after the previous one's audio (see ``follow_on_s``), or None when it
-        does not follow one or that decode is not to be trusted (then it is decoded on its own)."""
+        does not follow one or that decode is not to be trusted (then it is decoded on its own); and whether
+        the decode read the previous utterance again (its text repeats the prefix, or holds more words than
+        the new audio can): then the previous text conditions the decode on its own audio no more. Measured
+        on the tune half: a 1.1 s "ah" after "... a bunch of different words ..." came back as that sentence
+        from the joined audio, then again with it as the prompt, and only without it as "ah"."""
         joined = self._with_previous(u, audio)
         if joined is None:
-            return None
+            return None, False
         prefix, keyterms = self._previous_text, self.options.keyterms
         result, verdict = await self._decode(joined, self._prompt, None, keyterms, prefix=prefix,
                                              new_samples=len(audio))
         text = result.text.lstrip(_CLOSING)  # the prefix's closing punctuation (". Very bad aligner.")
-        if (not verdict.passed or verdict.silence or not text or copies_prompt(text, prefix)
+        reread = bool(text) and (copies_prompt(text, prefix) or bool(_REREAD & set(verdict.reasons)))
+        if (reread or not verdict.passed or verdict.silence or not text
                 or ends_in_repeat(text.split(), self.options.guard.max_ngram)
                 or (keyterms and copies_glossary(text, keyterms))):
-            return None
-        return text, True, self._logprobs(result)
+            return None, reread
+        return (text, True, self._logprobs(result)), False
 
     async def _speaker(self, audio: np.ndarray) -> str | None:
         """This utterance's speaker label (computed beside its text, so it adds no latency of its own)."""
@@ -684,10 +700,14 @@ class LiveStream:
 
     async def _decode(self, audio: np.ndarray, context: str, window: tuple[str, float] | None,
                       keyterms: tuple[str, ...], *, timed: bool = False, prefix: str = "",
-                      new_samples: int | None = None) -> tuple[AsrResult, Verdict]:
+                      new_samples: int | None = None, tight: bool = False) -> tuple[AsrResult, Verdict]:
         """One final decode of an utterance (``keyterms`` as its glossary; ``timed``: with word timings; a
-        ``prefix`` the text of all but the last ``new_samples`` of ``audio``) and the guard's verdict on it."""
-        request = self._request(audio, context, window, keyterms, prefix, new_samples)
+        ``prefix`` the text of all but the last ``new_samples`` of ``audio``) and the guard's verdict on it.
+
+        ``tight``: a first attempt under :func:`first_token_cap`, where a looping decoder stops sooner; a result
+        that reaches that cap and still passes the guard (fast speech, not a loop) is decoded again under the
+        usual cap, so the tight cap never cuts words."""
+        request = self._request(audio, context, window, keyterms, prefix, new_samples, tight)
         if timed or self.options.logprobs:  # token probabilities come from the aligner
             request = AsrRequest(request.audio, replace(request.options, word_timestamps=True))
         result = await self._asr.transcribe(request, self.options.priority)
@@ -699,6 +719,9 @@ class LiveStream:
         heard = len(audio) if new_samples is None else new_samples
         verdict = assess(result.text, result.avg_logprob, result.no_speech_prob, heard, result.language,
                          self.options.guard, evidence)
+        if evidence.hit_cap and verdict.passed and not verdict.silence and cap != token_cap(heard):
+            return await self._decode(audio, context, window, keyterms, timed=timed, prefix=prefix,
+                                      new_samples=new_samples)
         return result, verdict
 
     async def _unlooped(self, audio: np.ndarray, context: str, window: tuple[str, float] | None,
@@ -749,10 +772,10 @@ class LiveStream:
             if window is not None and window[0] == "full" and best is not None and set(best[1].reasons) <= _UNSURE:
                 break  # a 30 s window cures loops, not doubt: a 1.3 s filler's took 1.4 s to be unsure again
             for ctx in contexts:
-                result, verdict = await self._decode(audio, ctx, window, keyterms)
+                result, verdict = await self._decode(audio, ctx, window, keyterms, tight=window is None)
                 if keyterms and copies_glossary(result.text, keyterms):
                     keyterms = ()
-                    result, verdict = await self._decode(audio, ctx, window, keyterms)
+                    result, verdict = await self._decode(audio, ctx, window, keyterms, tight=window is None)
                 if verdict.silence:
                     return "", False, ()
                 copied = bool(ctx) and copies_prompt(result.text, ctx)
@@ -772,6 +795,24 @@ class LiveStream:
 _UNSURE = {"avg_logprob", "too_few_words"}
 """Guard reasons that say a text is unsure or thin, not looped: a result failing only on these is not decoded
 again in the standard 30 s window (Whisper loops far less there, but hears a short utterance no better)."""
+
+_REREAD = {"too_many_words", "fast_words"}
+"""Guard reasons that say a follow-on decode holds more words than its new audio: it read the previous
+utterance's audio again."""
+
+_FIRST_TOKENS_PER_S = 8
+_FIRST_TOKEN_SLACK = 6
+
+
+def first_token_cap(n_samples: int) -> int:
+    """The token cap of an utterance's first decode in a language written with spaces: 6 + 8 a second. On the
+    tune half (8 streams x 60 s, 111 passing finals) no final that did not copy its prompt ran above 4.1
+    tokens a second of its audio; a decoder that loops in a short fitted window runs to its cap (a 2.7 s
+    utterance said four times: 50 tokens, 1.1-1.4 s under the usual cap of 15 a second, 27 tokens under this
+    one). Reaching it is never the end: a loop is retried as before, fast speech is decoded again under
+    :func:`~voxserve.pipelines.guard.token_cap`."""
+    return _FIRST_TOKEN_SLACK + int(_FIRST_TOKENS_PER_S * n_samples / SAMPLE_RATE)
+
 
 _CLOSING = " .,;:!?\u3002\uff0c\u3001"
 """Punctuation a continuation may begin with that belongs to its prefix (Latin and CJK)."""
