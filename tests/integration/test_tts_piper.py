@@ -78,8 +78,9 @@ def test_the_split_voice_equals_piper_s_whole_graph(deterministic: tuple[Any, An
     acoustic, (decoder, _) = deterministic
     path = embedded_voice_path()
     assert path is not None
-    kernels = {i.name: len(i.dims) for i in onnx.load(str(split_voice(path)[1])).graph.initializer}
-    convs = [n for n in onnx.load(str(split_voice(path)[1])).graph.node if n.op_type in ("Conv", "ConvTranspose")]
+    graph = onnx.load(str(split_voice(path)[1])).graph
+    kernels = {i.name: len(i.dims) for i in graph.initializer}
+    convs = [n for n in graph.node if n.op_type in ("Conv", "ConvTranspose")]
     assert len(convs) > 10 and all(kernels[n.input[1]] == 4 for n in convs)
     voice = PiperVoice.load(path)
     text = "Rice is often served in round bowls."

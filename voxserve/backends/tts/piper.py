@@ -4,9 +4,9 @@ A Piper voice is one ONNX graph: text encoder, duration predictor and flow produ
 (192 x frames, 256 samples each at 22.05 kHz), which the HiFi-GAN decoder turns into audio. The graph is cut
 once at the decoder's input (the tensor feeding ``dec.conv_pre``) with ``onnx.utils.extract_model``; the two
 parts are cached under ``cache_dir()/piper-split/<sha256 of the voice>/``, the decoder with its 1-D
-convolutions run as 2-D ones (:mod:`voxserve.backends.tts.conv2d`: the same samples, 8-15 % faster on CPU). The front part also outputs the
-duration predictor's frames per phoneme id (its ``Ceil``, VITS's ``w_ceil``), from which each block's words
-get their frames (:mod:`voxserve.backends.tts.piper_words`).
+convolutions run as 2-D ones (:mod:`voxserve.backends.tts.conv2d`: the same samples, 8-15 % faster on CPU).
+The front part also outputs the duration predictor's frames per phoneme id (its ``Ceil``, VITS's ``w_ceil``),
+from which each block's words get their frames (:mod:`voxserve.backends.tts.piper_words`).
 
 Loudness: Piper scales every sentence to full scale after synthesis, which a streaming decoder cannot do
 (it does not know a sentence's peak before the end). Each voice instead gets one fixed gain, measured at
