@@ -124,7 +124,10 @@ def test_the_channels_share_the_batches(call: Path) -> None:
     """With one model worker, both channels' chunks run in one batch: the channels are concurrent jobs on the
     shared recogniser, not one file after the other."""
     batches = _Batches()
-    with Voxserve(load_settings(asr={"workers": 1}), batches) as vox:
+    # A batch of offline work waits up to 3 s to fill (100 ms by default): on a loaded CI machine the second
+    # channel's chunk once came more than 100 ms after the first ([1, 1]). Channels run one after the other
+    # would still give batches of one, however long the wait.
+    with Voxserve(load_settings(asr={"workers": 1, "offline_wait_ms": 3000.0}), batches) as vox:
         vox.asr()
         batches.sizes.clear()
         check_call(vox.transcribe(call, split_channels=True))
