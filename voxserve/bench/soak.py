@@ -170,8 +170,7 @@ def run_soak(config: SoakConfig, clips: list[Clip], log: Any = print) -> dict[st
         if server is not None:
             log(f"starting a server on {url} ...")
             server.wait_ready()
-        warm = SoakConfig(streams=1, seconds=1.0, slow=0, vanish=0, uploads=1)
-        asyncio.run(_traffic(url, clips, warm))  # first-use allocations are not leaks
+        asyncio.run(_traffic(url, clips, warm_up(config)))  # first-use allocations are not leaks
         time.sleep(2.0)
         before, load_before = resources(pid), os.getloadavg()[0]
         log(f"baseline {before}; {config.streams} streams x {config.seconds:g} s, {config.uploads} upload clients")
@@ -197,6 +196,18 @@ def run_soak(config: SoakConfig, clips: list[Clip], log: Any = print) -> dict[st
     finally:
         if server is not None:
             server.stop()
+
+
+WARM_UP_S = 6.0
+"""How long the warm-up traffic plays before the baseline is taken."""
+
+
+def warm_up(config: SoakConfig) -> SoakConfig:
+    """The traffic that runs before the baseline: as many streams and upload clients as the soak itself (batches
+    of every size the soak will form, one model arena per size, are allocated before the baseline, not in the
+    run's second half where they would read as a leak), each for :data:`WARM_UP_S` seconds, no client vanishing."""
+    return SoakConfig(streams=config.streams, seconds=min(config.seconds, WARM_UP_S), slow=config.slow, vanish=0,
+                      uploads=config.uploads, model=config.model)
 
 
 class _Sampler:
