@@ -11,7 +11,7 @@ import os
 import pytest
 
 from tests.reliability.report import record
-from voxserve.bench.soak import SoakConfig, default_clips, format_soak, run_soak
+from voxserve.bench.soak import WARM_UP_S, SoakConfig, default_clips, format_soak, run_soak, warm_up
 
 
 def _run(config: SoakConfig) -> dict[str, object]:
@@ -82,3 +82,13 @@ def test_the_checks_catch_lost_mixed_and_reordered_text() -> None:
     reordered = StreamOutcome("normal", clips=["a", "b"], committed_ids=["i1", "i2"], completed_order=["i2", "i1"],
                               completed={"i1": "the quick brown fox", "i2": "she sells sea shells"})
     assert reordered.check(clips)["out_of_order"] == 1
+
+
+def test_the_warm_up_forms_the_soak_s_batches_before_the_baseline() -> None:
+    """The warm-up runs as many streams and upload clients as the soak (a 20 s soak with one warm-up stream read
+    its first 4-stream batches' allocations as 139 MB of growth), briefly, with no client vanishing."""
+    config = SoakConfig(streams=16, seconds=180.0, slow=0.125, vanish=0.125, uploads=2, model="whisper-base")
+    warm = warm_up(config)
+    assert (warm.streams, warm.uploads, warm.slow, warm.model) == (16, 2, 0.125, "whisper-base")
+    assert warm.vanish == 0 and warm.seconds == WARM_UP_S
+    assert warm_up(SoakConfig(streams=4, seconds=2.0)).seconds == 2.0
