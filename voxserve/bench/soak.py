@@ -15,7 +15,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -206,8 +206,7 @@ def warm_up(config: SoakConfig) -> SoakConfig:
     """The traffic that runs before the baseline: as many streams and upload clients as the soak itself (batches
     of every size the soak will form, one model arena per size, are allocated before the baseline, not in the
     run's second half where they would read as a leak), each for :data:`WARM_UP_S` seconds, no client vanishing."""
-    return SoakConfig(streams=config.streams, seconds=min(config.seconds, WARM_UP_S), slow=config.slow, vanish=0,
-                      uploads=config.uploads, model=config.model)
+    return replace(config, seconds=min(config.seconds, WARM_UP_S), vanish=0)
 
 
 class _Sampler:
