@@ -22,14 +22,29 @@ def fuzz_settings(n: int) -> Callable[..., object]:
                     suppress_health_check=list(HealthCheck))
 
 
+def _digits(most: int) -> st.SearchStrategy[str]:
+    return st.text(st.sampled_from("0123456789"), min_size=1, max_size=most)
+
+
+# Number-like runs: currency, sign, digits, separated groups, a suffix, trailing punctuation (what the regular
+# expression [$€£#]?-?\d{1,30}([.,:/]\d{1,20})*(suffix)?[ .,;!?\n]{0,3} matches), built piece by piece: drawing
+# from st.from_regex took 95 % of this file's time, the code under test 3 %.
+NUMBERISH = st.tuples(
+    st.sampled_from(["", "", "$", "€", "£", "#"]),
+    st.sampled_from(["", "", "-"]),
+    _digits(30),
+    st.lists(st.tuples(st.sampled_from(".,:/"), _digits(20)).map("".join), max_size=4).map("".join),
+    st.sampled_from(["", "", "", "%", "st", "nd", "rd", "th", "s", "'s", " km", " mph", "°C"]),
+    st.text(st.sampled_from(" .,;!?\n"), max_size=3),
+).map("".join)
+
 ALPHABET = st.one_of(
     st.characters(),  # any code point, surrogates included
     st.sampled_from(list("0123456789.,:;$€£¥%#&@+=-–—'\"()[]{}*_~^|<>\\/ \n\t\rstndhkmgsA°")),
 )
 TEXT = st.one_of(
     st.text(ALPHABET, max_size=400),
-    st.from_regex(r"([$€£#]?-?\d{1,30}([.,:/]\d{1,20})*(%|st|nd|rd|th|s|'s| km| mph|°C)?[ .,;!?\n]{0,3}){1,8}",
-                  fullmatch=True),
+    st.lists(NUMBERISH, min_size=1, max_size=8).map("".join),
     st.lists(st.sampled_from(["Dr.", "e.g.", "U.S.A.", "etc.", "10:30", "am", "$5.20", "1990s", "1st", "—", "…",
                               "🙂", "\u0000", "\u202e", "a\u0301", "\n\n", "  ", "3/4", "#1", "5 km", "2024"]),
              max_size=40).map(" ".join),
