@@ -42,6 +42,12 @@ def replicas(batch: int = 8) -> Voxserve:
 
 
 @pytest.fixture(scope="module")
+def shipped_local(vox: Voxserve, shipped_long: bytes) -> Transcript:
+    """The single-process engine's transcript of ``shipped_long`` (the reference of both tests that use it)."""
+    return transcribe(vox, shipped_long)
+
+
+@pytest.fixture(scope="module")
 def ray_vox() -> Iterator[Voxserve]:
     engine = replicas()
     engine.asr()
@@ -82,8 +88,9 @@ def check_fan_out(transcript: Transcript, stats: Any) -> None:
     assert sum(stats.served.values()) >= len(reports)
 
 
-def test_shipped_clips_match_the_single_process_path(vox: Voxserve, ray_vox: Voxserve, shipped_long: bytes) -> None:
-    local = transcribe(vox, shipped_long)
+def test_shipped_clips_match_the_single_process_path(ray_vox: Voxserve, shipped_long: bytes,
+                                                     shipped_local: Transcript) -> None:
+    local = shipped_local
     spread = transcribe(ray_vox, shipped_long)
     assert spread.text == local.text and contains_speech(JFK, spread.text)
     assert len(spread.stats.chunk_reports) >= 3
@@ -92,8 +99,8 @@ def test_shipped_clips_match_the_single_process_path(vox: Voxserve, ray_vox: Vox
     check_fan_out(spread, stats)
 
 
-def test_shipped_clips_survive_a_killed_replica(vox: Voxserve, shipped_long: bytes) -> None:
-    local = transcribe(vox, shipped_long)
+def test_shipped_clips_survive_a_killed_replica(shipped_long: bytes, shipped_local: Transcript) -> None:
+    local = shipped_local
     transcript, stats = killed_midway(shipped_long)
     assert transcript.text == local.text
     assert (stats.lost, stats.alive) == (1, 1) and stats.retried >= 1
