@@ -173,11 +173,16 @@ def judge(model: AsrModel, cases: Sequence[GuardCase], guard: GuardConfig = _DEF
           language: str | None = "en") -> list[GuardOutcome]:
     """Decode every case as the pipeline's first attempt does and judge it."""
     outcomes = []
+    alone_texts: dict[bytes, str | None] = {}  # a clip's own text (None where it loops), decoded once per clip
     for case in cases:
         result, verdict = _first_attempt(model, case.audio, language, guard)
         expected = ""
         if case.clip is not None:  # the model's own text of the clip, or the reference where that loops
-            alone, alone_verdict = _first_attempt(model, case.clip, language, guard)
-            expected = " ".join([alone.text if alone_verdict.passed else case.reference] * case.times)
+            key = case.clip.tobytes()
+            if key not in alone_texts:
+                alone, alone_verdict = _first_attempt(model, case.clip, language, guard)
+                alone_texts[key] = alone.text if alone_verdict.passed else None
+            own = alone_texts[key]
+            expected = " ".join([own if own is not None else case.reference] * case.times)
         outcomes.append(GuardOutcome(case, result, verdict, expected))
     return outcomes
