@@ -28,6 +28,7 @@ import numpy as np
 from voxserve.audio import AudioSource, decode_audio, decode_channels
 from voxserve.backends.base import DecodeOptions
 from voxserve.backends.registry import load_live_vad, load_vad
+from voxserve.backends.vad.pool import VadPool
 from voxserve.config import Settings, load_settings
 from voxserve.engine.batcher import BatchObserver
 from voxserve.engine.executor import BlockingExecutor
@@ -78,6 +79,8 @@ class Voxserve:
         self._speakers: SpeakerModelPool | None = None  # built on first use by speakers()
         self._agent: Agent | None = None  # built on first use by agent()
         self._agent_lock = threading.Lock()
+        self.live_vads = VadPool(load_live_vad)
+        """The live streams' and agents' VADs, reused from stream to stream."""
 
     def __enter__(self) -> Voxserve:
         return self
@@ -234,7 +237,7 @@ class Voxserve:
         naming = None
         if options.known_speakers:
             options, naming = self._live_naming(options, embedder)
-        transcriber = LiveTranscriber(self.asr(model), load_live_vad, self.executor, embedder, naming)
+        transcriber = LiveTranscriber(self.asr(model), self.live_vads, self.executor, embedder, naming)
         return transcriber.stream(options, stream_id=stream_id)
 
     def _known_for_live(self, known: Sequence[KnownSpeaker] | Mapping[str, Float32Array]) -> tuple[KnownSpeaker, ...]:
@@ -307,7 +310,8 @@ class Voxserve:
                 from voxserve.agent.build import build_agent
 
                 a = self.settings.agent
-                self._agent = build_agent(a, self.asr(a.asr_model or None), self.executor, self.tts())
+                self._agent = build_agent(a, self.asr(a.asr_model or None), self.executor, self.tts(),
+                                          self.live_vads)
             return self._agent
 
     def speakers(self) -> SpeakerModelPool:

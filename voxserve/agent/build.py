@@ -13,6 +13,7 @@ from voxserve.agent.options import AgentOptions
 from voxserve.agent.prompt import PromptParams
 from voxserve.agent.turn import TurnParams
 from voxserve.backends.registry import load_live_vad
+from voxserve.backends.vad.pool import VadPool
 from voxserve.config import AgentConfig
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import Recognizer
@@ -48,14 +49,16 @@ def build_retrieval(config: AgentConfig) -> tuple[TextEmbedder | None, Knowledge
     return embedder, knowledge
 
 
-def build_agent(config: AgentConfig, asr: Recognizer, executor: BlockingExecutor, tts: TtsService) -> Agent:
-    """The agent over the engine's shared recogniser, executor and synthesis service (blocking)."""
+def build_agent(config: AgentConfig, asr: Recognizer, executor: BlockingExecutor, tts: TtsService,
+                vads: VadPool | None = None) -> Agent:
+    """The agent over the engine's shared recogniser, executor, synthesis service and live VADs (a pool of
+    its own when None) (blocking)."""
     llm = build_llm(config)
     embedder, knowledge = build_retrieval(config)
     warm_up(config, llm, tts, embedder)
     log.info("agent ready: LLM %s, knowledge %s", llm.name,
              f"{len(knowledge.passages)} passages" if knowledge else "none")
-    return Agent(asr, load_live_vad, executor, tts, llm, embedder, knowledge)
+    return Agent(asr, vads if vads is not None else VadPool(load_live_vad), executor, tts, llm, embedder, knowledge)
 
 
 def warm_up(config: AgentConfig, llm: LlmClient, tts: TtsService, embedder: TextEmbedder | None) -> None:

@@ -129,6 +129,8 @@ async def _warm_up(ctx: ServerContext) -> None:
     started = time.monotonic()
     noise = (np.random.default_rng(0).standard_normal(SAMPLE_RATE) * 0.01).astype(np.float32)
     await ctx.vox.asr().transcribe(AsrRequest(noise, DecodeOptions(language="en")))
+    vads = ctx.vox.live_vads
+    vads.give(await ctx.vox.executor.run(vads))  # the first live session's VAD, loaded
     try:
         await ctx.vox.tts().load()
     except ModelUnavailable as exc:

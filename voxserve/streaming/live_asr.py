@@ -26,6 +26,7 @@ import numpy as np
 
 from voxserve.audio.ring_buffer import RingBuffer
 from voxserve.backends.base import AsrRequest, AsrResult, DecodeOptions, VadModel
+from voxserve.backends.vad.pool import VadPool
 from voxserve.config import GuardSettings, LiveConfig
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import Recognizer
@@ -186,13 +187,14 @@ class LiveTranscriber:
     def __init__(
         self,
         asr: Recognizer,
-        vad_factory: Callable[[], VadModel],
+        vad_factory: Callable[[], VadModel] | VadPool,
         executor: BlockingExecutor,
         speaker_embedder: SpeakerEmbedder | None = None,
         naming_embedder: SpeakerEmbedder | None = None,
     ) -> None:
-        """``naming_embedder``: the embedder of the streams' known speakers, when it is not
-        ``speaker_embedder`` (then each utterance worth naming is embedded by both)."""
+        """``vad_factory``: makes a stream's VAD (called in the executor); a :class:`VadPool` also takes back
+        the VADs of ended streams. ``naming_embedder``: the embedder of the streams' known speakers, when it is
+        not ``speaker_embedder`` (then each utterance worth naming is embedded by both)."""
         self.asr = asr
         self.vad_factory = vad_factory
         self.executor = executor
@@ -261,9 +263,10 @@ class LiveStream:
         self._owner = owner
         self._asr = asr or owner.asr
         self.options = options
-        self._vad = owner.vad_factory() if options.vad else None
+        self._vad: VadModel | None = None  # loaded off the event loop when scanning starts (see _scan)
+        self._scoring = False  # the VAD is scoring in the executor (an interrupted call may still run on it)
         self._machine = VadStateMachine(options.vad) if options.vad else None
-        self._frame = self._vad.frame_samples if self._vad else 512
+        self._frame = 512  # the VAD's frame, once it is loaded
         ring_s = options.max_utterance_s + options.prefix_padding_ms / 1000 + 10
         self._ring = RingBuffer(int(ring_s * SAMPLE_RATE))
         self._inbox: asyncio.Queue[tuple[str, object]] = asyncio.Queue()
@@ -348,6 +351,9 @@ class LiveStream:
 
     async def _scan(self) -> None:
         try:
+            if self.options.vad:  # loading may take a model's load time: not inside the event loop
+                self._vad = await self._owner.executor.run(self._owner.vad_factory)
+                self._frame = self._vad.frame_samples
             while True:
                 kind, payload = await self._inbox.get()
                 if kind == "audio":
@@ -367,6 +373,16 @@ class LiveStream:
             log.exception("live stream failed")
             self._emit(StreamError("stream_failed", f"the stream failed: {type(exc).__name__}"))
             self._finals.put_nowait(None)
+        finally:
+            self._release_vad()
+
+    def _release_vad(self) -> None:
+        """Give the VAD back to the transcriber's pool for a later stream, unless a scoring call that was
+        interrupted may still run on it (then it is dropped)."""
+        vad, self._vad = self._vad, None
+        pool = self._owner.vad_factory
+        if vad is not None and not self._scoring and isinstance(pool, VadPool):
+            pool.give(vad)
 
     async def _on_audio(self, block: np.ndarray) -> None:
         self._pending_samples -= len(block)
@@ -380,7 +396,9 @@ class LiveStream:
         self._tail = scored[usable:]
         if not usable:
             return
+        self._scoring = True
         probs = await self._owner.executor.run(self._vad.probabilities, scored[:usable])
+        self._scoring = False
         for p in probs:
             self._on_frame(float(p))
         if self._utterance is not None:
