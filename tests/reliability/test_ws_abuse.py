@@ -106,8 +106,7 @@ def test_garbage_gets_errors_then_1008(server: Server, name: str) -> None:
     client = WsClient(server, endpoint(server, name))
     client.send("garbage")
     assert client.errors(client.sync()) == ["invalid_json"]  # one bad message: an error, the session goes on
-    for _ in range(60):
-        client.send("{garbage")
+    client.send_garbage(60)
     assert client.wait_closed() == 1008
     assert client.errors(client.events).count("invalid_json") > 50
     assert wait_until(lambda: no_sessions(server), 10)
@@ -252,8 +251,7 @@ def _abuse_mix(server: Server) -> None:
         except TimeoutError:
             pass
         garbage = WsClient(server, ep)
-        for _ in range(60):
-            garbage.send("{garbage")
+        garbage.send_garbage(60)
         garbage.wait_closed()
         if name != "speech":
             tiny = WsClient(server, ep)
