@@ -11,7 +11,15 @@ import os
 import pytest
 
 from tests.reliability.report import record
-from voxserve.bench.soak import WARM_UP_S, SoakConfig, default_clips, format_soak, run_soak, warm_up
+from voxserve.bench.soak import (
+    WARM_UP_S,
+    SoakConfig,
+    _second_half_growth,
+    default_clips,
+    format_soak,
+    run_soak,
+    warm_up,
+)
 
 
 def _run(config: SoakConfig) -> dict[str, object]:
@@ -92,3 +100,15 @@ def test_the_warm_up_forms_the_soak_s_batches_before_the_baseline() -> None:
     assert (warm.streams, warm.uploads, warm.slow, warm.model) == (16, 2, 0.125, "whisper-base")
     assert warm.vanish == 0 and warm.seconds == WARM_UP_S
     assert warm_up(SoakConfig(streams=4, seconds=2.0)).seconds == 2.0
+
+
+def test_second_half_growth_reads_a_leak_not_an_early_dip_below_the_baseline() -> None:
+    """Measured in a clean-clone run: RSS fell from its 666 MB baseline to 623 MB early and ended at 733 MB; that
+    is 67 MB above the warm baseline, not 110 MB of growth. A steady leak still shows in full."""
+    dip = [(2.0 * i, mb) for i, mb in enumerate([640, 623, 625, 630, 628, 626, 700, 715, 725, 733])]
+    assert _second_half_growth(dip, baseline_mb=665.6) == 67.4
+    assert _second_half_growth(dip) == 93.0  # without the baseline: the dip's own peak (640 MB) as reference
+    leak = [(2.0 * i, 666.0 + 25 * i) for i in range(12)]  # 25 MB every 2 s
+    growth = _second_half_growth(leak, baseline_mb=666.0)
+    assert growth is not None and growth >= 100
+    assert _second_half_growth(leak[:5], baseline_mb=666.0) is None  # too short to tell
