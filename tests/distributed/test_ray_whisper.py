@@ -90,9 +90,8 @@ def check_fan_out(transcript: Transcript, stats: Any) -> None:
 
 def test_shipped_clips_match_the_single_process_path(ray_vox: Voxserve, shipped_long: bytes,
                                                      shipped_local: Transcript) -> None:
-    local = shipped_local
     spread = transcribe(ray_vox, shipped_long)
-    assert spread.text == local.text and contains_speech(JFK, spread.text)
+    assert spread.text == shipped_local.text and contains_speech(JFK, spread.text)
     assert len(spread.stats.chunk_reports) >= 3
     stats = ray_vox.asr().stats()
     assert all(n > 0 for n in stats.served.values()), "both replicas worked"
@@ -100,9 +99,8 @@ def test_shipped_clips_match_the_single_process_path(ray_vox: Voxserve, shipped_
 
 
 def test_shipped_clips_survive_a_killed_replica(shipped_long: bytes, shipped_local: Transcript) -> None:
-    local = shipped_local
     transcript, stats = killed_midway(shipped_long)
-    assert transcript.text == local.text
+    assert transcript.text == shipped_local.text
     assert (stats.lost, stats.alive) == (1, 1) and stats.retried >= 1
     check_fan_out(transcript, stats)
 

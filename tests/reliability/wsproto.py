@@ -85,15 +85,14 @@ class WsClient:
         """A dict is sent as JSON; text and bytes as they are."""
         self.ws.send(json.dumps(message) if isinstance(message, dict) else message)
 
-    def send_garbage(self, times: int) -> int:
+    def send_garbage(self, times: int) -> None:
         """Send ``times`` malformed JSON messages, stopping when the server has closed (its error budget may run
-        out while the client still sends); how many were sent."""
-        for i in range(times):
+        out while the client still sends)."""
+        for _ in range(times):
             try:
                 self.send("{garbage")
             except ConnectionClosed:
-                return i
-        return times
+                return
 
     def sync(self, timeout: float = 60.0, answers: int = 1) -> list[dict[str, Any]]:
         """Send the marker and return the JSON events received until its answer (the ``answers``-th event of the

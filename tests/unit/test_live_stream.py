@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pytest
 
-from voxserve.backends.base import AsrRequest, AsrResult, DecodeOptions
+from voxserve.backends.base import AsrRequest, AsrResult, DecodeOptions, VadModel
 from voxserve.backends.fakes import FakeAsr, FakeVad
 from voxserve.engine.batcher import BatcherConfig, MicroBatcher
 from voxserve.engine.executor import BlockingExecutor
@@ -120,11 +120,12 @@ def service(asr: FakeAsr, workers: int = 1) -> Iterator[AsrService]:
 
 
 @contextmanager
-def transcriber(asr: FakeAsr, workers: int = 1) -> Iterator[LiveTranscriber]:
+def transcriber(asr: FakeAsr, workers: int = 1,
+                vads: Callable[[], VadModel] = FakeVad) -> Iterator[LiveTranscriber]:
     executor = BlockingExecutor()
     with service(asr, workers) as svc:
         try:
-            yield LiveTranscriber(svc, FakeVad, executor)
+            yield LiveTranscriber(svc, vads, executor)
         finally:
             executor.shutdown()
 

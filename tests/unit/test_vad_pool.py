@@ -12,11 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.unit.test_live_stream import ScriptedAsr, phrase_script, push_paced, run_stream, service, silence, tone
+from tests.unit.test_live_stream import ScriptedAsr, phrase_script, push_paced, run_stream, silence, tone, transcriber
 from voxserve.backends.fakes import FakeVad
 from voxserve.backends.vad.pool import VadPool
-from voxserve.engine.executor import BlockingExecutor
-from voxserve.streaming.live_asr import LiveOptions, LiveStream, LiveTranscriber
+from voxserve.streaming.live_asr import LiveOptions, LiveStream
 from voxserve.types import SAMPLE_RATE, Float32Array
 
 pytestmark = pytest.mark.timeout(20)
@@ -25,11 +24,8 @@ pytestmark = pytest.mark.timeout(20)
 class CountedVad(FakeVad):
     """FakeVad that counts its resets and can hold its scoring until ``release`` is set."""
 
-    made = 0
-
     def __init__(self) -> None:
         super().__init__()
-        CountedVad.made += 1
         self.resets = 0
         self.scoring = threading.Event()
         self.release = threading.Event()
@@ -73,58 +69,48 @@ def _feed(stream: LiveStream) -> asyncio.Future[None]:
 
 def test_an_ended_stream_gives_its_vad_to_the_next_one_and_streams_at_once_get_their_own() -> None:
     pool = VadPool(CountedVad)
-    executor = BlockingExecutor()
-    try:
-        with service(ScriptedAsr(script=phrase_script)) as svc:
-            live = LiveTranscriber(svc, pool, executor)
-            events = run_stream(live, LiveOptions(), lambda s: _feed(s))
-            assert any(getattr(e, "text", "") == "hello there general kenobi" for e in events)
-            assert pool.idle == 1
-            first = pool()
-            assert first.resets == 1  # reset when given back
-            pool.give(first)
+    with transcriber(ScriptedAsr(script=phrase_script), vads=pool) as live:
+        events = run_stream(live, LiveOptions(), lambda s: _feed(s))
+        assert any(getattr(e, "text", "") == "hello there general kenobi" for e in events)
+        assert pool.idle == 1
+        first = pool()
+        assert first.resets == 1  # reset when given back
+        pool.give(first)
 
-            async def two_at_once() -> set[int]:
-                streams = [live.stream(LiveOptions()), live.stream(LiveOptions())]
-                await asyncio.sleep(0.2)  # both loaded their VADs
-                vads = {id(s._vad) for s in streams}  # noqa: SLF001 - which VAD each stream holds
-                for s in streams:
-                    s.end_input()
-                    async for _ in s:
-                        pass
-                    await s.aclose()
-                return vads
+        async def two_at_once() -> set[int]:
+            streams = [live.stream(LiveOptions()), live.stream(LiveOptions())]
+            await asyncio.sleep(0.2)  # both loaded their VADs
+            vads = {id(s._vad) for s in streams}  # noqa: SLF001 - which VAD each stream holds
+            for s in streams:
+                s.end_input()
+                async for _ in s:
+                    pass
+                await s.aclose()
+            return vads
 
-            held = asyncio.run(two_at_once())
-            assert len(held) == 2 and id(first) in held
-            assert pool.idle == 2
-    finally:
-        executor.shutdown()
+        held = asyncio.run(two_at_once())
+        assert len(held) == 2 and id(first) in held
+        assert pool.idle == 2
 
 
 def test_a_stream_closed_while_its_vad_scores_does_not_give_it_back() -> None:
     pool = VadPool(CountedVad)
-    executor = BlockingExecutor()
-    try:
-        with service(ScriptedAsr(script=phrase_script)) as svc:
-            live = LiveTranscriber(svc, pool, executor)
+    with transcriber(ScriptedAsr(script=phrase_script), vads=pool) as live:
 
-            async def main() -> CountedVad:
-                stream = live.stream(LiveOptions())
-                await asyncio.sleep(0.2)
-                vad = stream._vad  # noqa: SLF001 - the VAD the stream loaded
-                assert isinstance(vad, CountedVad)
-                vad.release.clear()
-                stream.push(tone(0.5, 300))
-                assert await asyncio.get_running_loop().run_in_executor(None, vad.scoring.wait, 5)
-                await stream.aclose()  # the scoring call still runs in its thread
-                return vad
+        async def main() -> CountedVad:
+            stream = live.stream(LiveOptions())
+            await asyncio.sleep(0.2)
+            vad = stream._vad  # noqa: SLF001 - the VAD the stream loaded
+            assert isinstance(vad, CountedVad)
+            vad.release.clear()
+            stream.push(tone(0.5, 300))
+            assert await asyncio.get_running_loop().run_in_executor(None, vad.scoring.wait, 5)
+            await stream.aclose()  # the scoring call still runs in its thread
+            return vad
 
-            vad = asyncio.run(main())
-            assert pool.idle == 0, "a VAD still scoring for a closed stream was given to the pool"
-            vad.release.set()
-    finally:
-        executor.shutdown()
+        vad = asyncio.run(main())
+        assert pool.idle == 0, "a VAD still scoring for a closed stream was given to the pool"
+        vad.release.set()
 
 
 def test_a_silero_vad_given_back_scores_like_a_new_one(data_dir: Path) -> None:
