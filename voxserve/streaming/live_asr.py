@@ -109,14 +109,15 @@ class LiveOptions:
             for word timing: about 65 ms more per utterance on a CPU core).
         speculate_ms: a pause inside speech this long starts the utterance's final decode at once, on the
             audio up to the pause; when the pause turns out to end the utterance (``vad.min_silence_ms``
-            later) the final is ready or nearly so, and when speech resumes the draft is dropped. Drafts run
-            only while the engine has no queue (0 = off).
+            later) the final is ready or nearly so, and when speech resumes the draft is dropped. A draft runs
+            at the finals' priority, ahead of every queued preview, also when the engine is busy: held back
+            then, 8 streams' finals waited the whole decode after speech stopped (0 = off).
         piece_s: at such a pause, once this much speech has come since the utterance's start (or its last
             piece), the speech up to the pause is decoded as a piece of the final and kept whatever follows:
             the final then decodes only the speech after the last piece, so its cost stays that of a short
-            utterance however long the speaker goes on. Like drafts, pieces start only while the engine has
-            no queue: under load (16 streams on 2 cores, check half) they raised WER from 20.4 % to 27.5 %
-            and did not shorten finals. 0 = off.
+            utterance however long the speaker goes on. Unlike drafts, pieces start only while the engine
+            is not busy (nor does a draft start in their place): under load (16 streams on 2 cores, check
+            half) they raised WER from 20.4 % to 27.5 % and did not shorten finals. 0 = off.
     """
 
     vad: VadParams | None = field(default_factory=lambda: VadParams(min_speech_ms=_LIVE["min_speech_ms"].default,
@@ -460,9 +461,9 @@ class LiveStream:
         cut = max(u.cut, self._ring.start_sample)
         if end > self._position or end <= cut:
             return
-        if self._asr.busy:
-            return  # no room: pieces cut a loaded engine's finals into more, worse-heard decodes (see piece_s)
         piece = self.options.piece_s > 0 and end - cut >= self.options.piece_s * SAMPLE_RATE
+        if piece and self._asr.busy:
+            return  # no room: pieces cut a loaded engine's finals into more, worse-heard decodes (see piece_s)
         if not piece and (self._finalizing or not self._finals.empty()):
             return  # a draft may be wasted: only when the context is settled
         task = asyncio.ensure_future(self._rest_text(u, list(u.pieces), self._ring.read(cut, end)))
