@@ -964,7 +964,7 @@ def test_a_busy_engine_still_drafts_a_final_at_the_pause_but_cuts_no_pieces(monk
     """Under load (the engine's queue full of other streams' previews) a draft still starts at the pause: it runs
     at the finals' priority, ahead of every preview, and is the final when the pause ends the utterance. Held back
     while the queue was busy, 8 streams' finals waited the whole decode after speech stopped (check half, final
-    p50 0.11-0.20 s -> 0.01-0.04 s). Pieces still wait for an idle engine (see ``piece_s``)."""
+    p50 0.11-0.31 s -> 0.01-0.06 s, docs/benchmarks.md). Pieces still wait for an idle engine (see ``piece_s``)."""
     monkeypatch.setattr(AsrService, "busy", property(lambda self: True))
     events, asr = _paced_latency(200)
     (done,) = of(events, TranscriptCompleted)
