@@ -641,6 +641,61 @@ def test_when_every_window_loops_the_phrase_is_kept_once() -> None:
     assert len(asr.requests) == 3
 
 
+TWICE = "and so my fellow americans and so my fellow americans"
+
+
+@dataclass
+class PackedRepeat(ScriptedAsr):
+    """Word timings as a decoder that looped once gives them: the repeat's words packed into no time."""
+
+    def _result(self, req: AsrRequest) -> AsrResult:
+        result = super()._result(req)
+        half = len(result.words) // 2
+        if not half:
+            return result
+        end = result.words[half - 1].end
+        packed = tuple(replace(w, start=end, end=end) for w in result.words[half:])
+        return replace(result, words=result.words[:half] + packed)
+
+
+def _said_twice(asr: ScriptedAsr) -> list[str]:
+    """The finals of one 2.5 s burst whose first decode ends with its phrase said twice."""
+    audio = np.concatenate([silence(0.3), tone(2.5, 300), silence(1.0)])
+
+    async def feed(s: LiveStream) -> None:
+        await push_paced(s, audio)
+        s.end_input()
+
+    with transcriber(asr, workers=2) as live:
+        events = run_stream(live, NO_PARTIALS, feed)
+    return [d.text for d in of(events, TranscriptCompleted)]
+
+
+def _twice_in_the_fitted_window(audio: np.ndarray, options: DecodeOptions) -> str:
+    return TWICE if options.fit_step_s == 5.0 else TWICE[: len(TWICE) // 2].strip()
+
+
+def test_a_repeat_the_timings_call_a_loop_is_judged_with_the_second_opinion_asked_at_the_same_time() -> None:
+    # The timed decode and the next window's decode are asked for together: one after the other they put two
+    # decodes on the final's path (JFK's "And so my fellow Americans." came 0.27-0.32 s after speech stopped).
+    seen: dict[tuple[bool, float | None], float] = {}
+
+    def note(requests: list[AsrRequest]) -> None:
+        for r in requests:
+            seen.setdefault((r.options.word_timestamps, r.options.fit_step_s), time.monotonic())
+
+    asr = PackedRepeat(script=_twice_in_the_fitted_window, hook=note,
+                       delay_for=lambda r: 0.5 if r.options.word_timestamps else 0.0)
+    assert _said_twice(asr) == [TWICE[: len(TWICE) // 2].strip()]
+    timed, opinion = seen[(True, 5.0)], seen[(False, 10.0)]
+    assert opinion - timed < 0.25  # asked before the 0.5 s timed decode was done (it used to wait for it)
+
+
+def test_a_repeat_said_with_the_time_a_person_takes_stays_and_the_second_opinion_is_not_used() -> None:
+    asr = ScriptedAsr(script=_twice_in_the_fitted_window)  # the words spread evenly over the speech
+    assert _said_twice(asr) == [TWICE]
+
+
 def test_an_unsure_text_is_not_decoded_again_in_the_30_s_window() -> None:
     # Every try below the guard's log-probability floor, none looped: the fitted windows are tried, not the
     # standard one (measured: a 1.3 s filler's 30 s decode took 1.4 s to be unsure again).
