@@ -202,6 +202,7 @@ def summarize(system: str, n: int, results: list[StreamResult], programs: list[P
         "last_byte_p50": percentile(last, 50), "last_byte_p95": percentile(last, 95),
         "partial_p50": percentile(partial, 50), "partial_p95": percentile(partial, 95), "wer": wer.wer,
         "partials_per_utterance": len(partial) / max(1, len(last)),  # previews are shed first under load
+        "transcripts": [list(r.text) for r in results],  # each stream's finals, to see where the live text loses
     }
 
 
@@ -215,14 +216,13 @@ async def run_level(system: str, url: str, programs: list[Program], model_dir: s
     return summarize(system, len(programs), results, programs)
 
 
-def offline_scores(settings: Any, programs: list[Program]) -> list[WerScore]:
+def offline_texts(settings: Any, programs: list[Program]) -> list[str]:
     """Each program transcribed as a file (the process's own defaults, language en): the live WER's yardstick
     (the same audio, without the stream's cuts and latency budget)."""
     from voxserve.service import Voxserve
 
     with Voxserve(settings) as vox:
-        return [score_wer(p.reference, vox.transcribe(p.audio, language="en").text, normalizer=normalize_english)
-                for p in programs]
+        return [vox.transcribe(p.audio, language="en").text for p in programs]
 
 
 def free_port() -> int:
@@ -311,7 +311,8 @@ def run_live_bench(
         for n in streams:
             rows.append(asyncio.run(run_level("voxserve", url, programs[:n], model_dir)))
             log(f"voxserve {n} streams: final p95 {rows[-1]['final_p95']:.3f} s")
-    offline = offline_scores(settings, programs)
+    as_files = offline_texts(settings, programs)
+    offline = [score_wer(p.reference, text, normalizer=normalize_english) for p, text in zip(programs, as_files)]
     for row in rows:
         row["offline_wer"] = pooled(offline[: row["streams"]]).wer
     log(f"the same programs as files: WER {100 * pooled(offline).wer:.1f} %")
@@ -333,4 +334,6 @@ def run_live_bench(
         "voxserve streams at last-byte p95 <= 1.0 s": capacity(rows, "voxserve", "last_byte_p95", 1.0),
         "whisperlive streams at last-byte p95 <= 1.0 s": capacity(rows, "whisperlive", "last_byte_p95", 1.0),
     }
-    return {"machine": machine(), "seconds": seconds, "rows": rows, "capacity": cap, "whisperlive_note": note}
+    played = [{"reference": p.reference, "as_file": text} for p, text in zip(programs, as_files)]
+    return {"machine": machine(), "seconds": seconds, "rows": rows, "capacity": cap, "whisperlive_note": note,
+            "programs": played}
