@@ -752,11 +752,11 @@ class LiveStream:
         2 3", its second "2" 0 ms long), a person who said it twice took time for each. Timings that look
         looped get a second opinion in ``next_window``: a text without the repeat replaces the result; one that
         says it again confirms it (the aligner puts a short filler said twice, "um, um", in no time as well).
-        At most two more decodes, asked for at once:
-        one after the other, they put ~0.45 s of decoding after the first on a one-stream final's path (JFK's
-        "And so my fellow Americans." looped in its 5 s window: its final came 0.27-0.32 s after speech stopped,
-        against <= 0.06 s for every other utterance of the check half's clips played back to back); the
-        second opinion is cancelled while it waits when the timings say a person said it twice."""
+        At most two more decodes, asked for at once: one after the other, they put ~0.45 s of decoding after
+        the first on a one-stream final's path (JFK's "And so my fellow Americans." looped in its 5 s window:
+        its final came 0.27-0.32 s after speech stopped, against <= 0.06 s for every other utterance of the
+        check half's clips played back to back); the second opinion is cancelled while it waits when the
+        timings say a person said it twice."""
         strict = any_repeat(self.options.guard)
         max_ngram = self.options.guard.max_ngram
         if not self.options.guard.enabled or next_window is None or not ends_in_repeat(result.text.split(), max_ngram):
