@@ -148,6 +148,12 @@ class TtsConfig(_Frozen):
     window_frames: int = Field(0, ge=0, description="Frames of later windows; 0 = the decoder's default.")
     context_frames: int = Field(-1, ge=-1, description="Context frames on each side; -1 = the decoder's default.")
     max_input_chars: int = Field(100_000, ge=1, description="Longest text one request or stream accepts.")
+    noise_scale: float | None = Field(
+        None, ge=0, le=2, description="Piper voices' latent sampling noise; unset = each voice's own (0.667 for "
+        "most); 0 with noise_w 0 makes every rendering of a text the same.")
+    noise_w: float | None = Field(
+        None, ge=0, le=2, description="Piper voices' duration noise; unset = each voice's own (0.8 for most); 0 "
+        "gives every rendering of a text the same timing.")
     lexicon_file: str = Field(
         "", description="Server-wide pronunciation lexicon (JSON object or word<TAB>respelling lines; see "
         "voxserve.text.lexicon), loaded once; a request's pronunciations override its entries.")

@@ -1,5 +1,6 @@
 """Real Piper synthesis (embedded voice): windowed batched decoding equals whole decoding, streams do not mix,
-speech round-trips through voxserve ASR, cancel stops output, voices from local paths, the ``speak`` CLI."""
+speech round-trips through voxserve ASR, cancel stops output, voices from local paths, the ``speak`` CLI, the
+sampling-noise settings."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from voxserve.backends.base import (
 from voxserve.backends.tts.catalog import VoiceCatalog, embedded_voice_path  # noqa: E402
 from voxserve.backends.tts.piper import PiperLoadConfig, load_piper, split_voice  # noqa: E402
 from voxserve.cli import main  # noqa: E402
+from voxserve.config import TtsConfig  # noqa: E402
 from voxserve.engine.batcher import BatcherConfig, MicroBatcher  # noqa: E402
 from voxserve.engine.tts_pool import VoicePool  # noqa: E402
 from voxserve.errors import InvalidInput  # noqa: E402
@@ -32,7 +34,7 @@ from voxserve.eval.wer import pooled, score_wer  # noqa: E402
 from voxserve.eval.word_times import SENTENCES as WORD_TIME_SENTENCES  # noqa: E402
 from voxserve.service import Voxserve  # noqa: E402
 from voxserve.streaming.tts import SpeakOptions, TtsStreamParams  # noqa: E402
-from voxserve.streaming.tts_service import TtsService  # noqa: E402
+from voxserve.streaming.tts_service import TtsService, build_tts_service  # noqa: E402
 from voxserve.streaming.tts_windows import WindowParams, WindowPlanner  # noqa: E402
 from voxserve.text import TextSegmenter, to_speakable  # noqa: E402
 from voxserve.types import Priority  # noqa: E402
@@ -264,3 +266,25 @@ def test_speak_cli_file_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["speak", "   ", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "audio format" in err and "unknown voice 'nobody'" in err and "empty" in err
+
+
+def test_noise_settings_reach_the_voice() -> None:
+    """``tts.noise_scale`` and ``tts.noise_w`` at 0 make every rendering of a text the same (the compatibility
+    suite's exact speed check depends on it); the voice's own noise makes two renderings differ."""
+    text = "Numbers that survive audio nobody tuned on."
+
+    def twice(config: TtsConfig) -> tuple[np.ndarray, np.ndarray]:
+        service = build_tts_service(config)
+        try:
+            async def run() -> tuple[np.ndarray, np.ndarray]:
+                first = await service.synthesize(text)
+                second = await service.synthesize(text)
+                return first.audio, second.audio
+            return asyncio.run(run())
+        finally:
+            service.close()
+
+    a, b = twice(TtsConfig(noise_scale=0.0, noise_w=0.0))
+    assert len(a) == len(b) and np.allclose(a, b, atol=1e-4)
+    a, b = twice(TtsConfig())
+    assert len(a) != len(b) or not np.allclose(a, b, atol=1e-4)

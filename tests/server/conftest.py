@@ -14,11 +14,12 @@ from voxserve.server.thread import ServerThread
 
 
 class LiveServer(ServerThread):
-    """The server in a thread, with settings given as keyword arguments of the ``server`` section."""
+    """The server in a thread, with settings given as keyword arguments of the ``server`` section (``asr`` and
+    ``tts`` take their sections' settings as dicts)."""
 
     def __init__(self, data_dir: Path, **server: Any) -> None:
-        asr = server.pop("asr", {})
-        super().__init__(load_settings(asr=asr, server={"data_dir": str(data_dir), **server}))
+        asr, tts = server.pop("asr", {}), server.pop("tts", {})
+        super().__init__(load_settings(asr=asr, tts=tts, server={"data_dir": str(data_dir), **server}))
 
     def metric(self, name: str, **labels: str) -> float:
         """Sum of a Prometheus sample family's values whose labels include ``labels``."""

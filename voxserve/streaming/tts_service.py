@@ -185,7 +185,8 @@ def build_tts_service(
                                        and _cuda_available())
     catalog = build_catalog(
         voices_dir=config.voices_dir or None,
-        piper=PiperRuntime(threads=1, device=config.device, stack_batches=config.device == "cuda"),
+        piper=PiperRuntime(threads=1, device=config.device, stack_batches=config.device == "cuda",
+                           noise_scale=config.noise_scale, noise_w=config.noise_w),
         orpheus=OrpheusSettings(config.orpheus_model, config.orpheus_snac, config.orpheus_voices, config.orpheus_device)
         if config.orpheus_model else None,
         default_voice=config.voice,

@@ -26,11 +26,14 @@ OPENAI_VOICES = ("alloy", "ash", "ballad", "cedar", "coral", "echo", "fable", "m
 
 @dataclass(frozen=True)
 class PiperRuntime:
-    """How Piper voices run: ONNX Runtime threads per call, device, and batch stacking (see ``PiperLoadConfig``)."""
+    """How Piper voices run: ONNX Runtime threads per call, device, batch stacking and the sampling noise
+    overrides (see ``PiperLoadConfig``)."""
 
     threads: int = 1
     device: str = "cpu"
     stack_batches: bool = False
+    noise_scale: float | None = None
+    noise_w: float | None = None
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,8 @@ def piper_entry(name: str, model_path: Path, runtime: PiperRuntime, aliases: tup
 
     info = voice_info(name, model_path, read_voice_config(model_path))
     config = PiperLoadConfig(model_path=str(model_path), name=name, threads=runtime.threads, device=runtime.device,
-                             stack_batches=runtime.stack_batches)
+                             stack_batches=runtime.stack_batches, noise_scale=runtime.noise_scale,
+                             noise_w=runtime.noise_w)
     return VoiceEntry(info, lambda: load_piper(config), aliases)
 
 
