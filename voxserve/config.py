@@ -144,6 +144,15 @@ class TtsConfig(_Frozen):
     )
     decoder_max_wait_ms: float = Field(15.0, ge=0, description="How long a decoder batch waits to fill.")
     decoder_workers: int = Field(0, ge=0, description="Threads calling the decoder; 0 = one per core on CPU, 1 on GPU.")
+    urgent_workers: int = Field(
+        2, ge=0, le=8,
+        description="One more thread each for the acoustic model and the decoder that runs only work due within "
+        "urgent_horizon_s (a new stream's first audio, a stream about to run dry); 0 = none.")
+    urgent_horizon_s: float = Field(0.5, ge=0, le=10, description="How soon work must be due for the urgent threads.")
+    background_nice: int = Field(
+        10, ge=0, le=19,
+        description="On Linux the other synthesis threads run this much nicer, so an urgent thread takes a core "
+        "from them at once rather than waiting for their model call to end (0 = off).")
     first_window_frames: int = Field(0, ge=0, description="Frames of a stream's first window; 0 = the decoder's default.")
     window_frames: int = Field(0, ge=0, description="Frames of later windows; 0 = the decoder's default.")
     context_frames: int = Field(-1, ge=-1, description="Context frames on each side; -1 = the decoder's default.")

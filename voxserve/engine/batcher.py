@@ -18,6 +18,7 @@ import heapq
 import itertools
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
@@ -56,6 +57,12 @@ class BatcherConfig:
             there, and a CPU decoder is about twice as efficient per item at batch 4 as at batch 1.
         workers: threads calling the model function concurrently.
         max_queue: queued items beyond which new work is refused.
+        urgent_workers: more threads that take only work someone waits on now: live or agent items due
+            within ``urgent_horizon_s`` (a caller's deadline, or the arrival time when none was given).
+        urgent_horizon_s: how soon an item must be due for the urgent workers to take it.
+        background_nice: on Linux, the ``workers`` run this much nicer than the rest of the process, so that
+            an urgent worker's model call takes a core from them at once instead of queueing behind a call
+            already running (0 = no change; nothing changes where the system refuses it).
     """
 
     max_batch_size: int = _ASR["max_batch_size"].default
@@ -63,6 +70,9 @@ class BatcherConfig:
     offline_wait_ms: float = _ASR["offline_wait_ms"].default
     workers: int = 1
     max_queue: int = _ASR["max_queue"].default
+    urgent_workers: int = 0
+    urgent_horizon_s: float = 0.25
+    background_nice: int = 0
 
     @classmethod
     def from_settings(cls, asr: AsrConfig, *, workers: int | None = None) -> BatcherConfig:
@@ -97,8 +107,8 @@ class MicroBatcher(Generic[T, R]):
         key: Callable[[T], Hashable] | None = None,
     ) -> None:
         """``key``: items with equal keys share the model's calls inside ``fn`` (None: all of them do)."""
-        if config.max_batch_size < 1 or config.workers < 1:
-            raise ValueError("max_batch_size and workers must be at least 1")
+        if config.max_batch_size < 1 or config.workers < 1 or config.urgent_workers < 0:
+            raise ValueError("max_batch_size and workers must be at least 1, urgent_workers at least 0")
         self._fn = fn
         self.config = config
         self.name = name
@@ -110,8 +120,11 @@ class MicroBatcher(Generic[T, R]):
         self._waiting = 0  # workers inside _take
         self._closed = False
         self._threads = [
-            threading.Thread(target=self._worker, name=f"{name}-batcher-{i}", daemon=True)
+            threading.Thread(target=self._worker, args=(False,), name=f"{name}-batcher-{i}", daemon=True)
             for i in range(config.workers)
+        ] + [
+            threading.Thread(target=self._worker, args=(True,), name=f"{name}-urgent-{i}", daemon=True)
+            for i in range(config.urgent_workers)
         ]
         for thread in self._threads:
             thread.start()
@@ -139,7 +152,12 @@ class MicroBatcher(Generic[T, R]):
             now = time.monotonic()
             key = now if deadline is None else deadline
             heapq.heappush(self._heap, _Entry(int(priority), key, next(self._seq), item, group, future, loop, now))
-            self._cond.notify()
+            # A woken urgent worker goes back to sleep on work not due yet: wake everyone then, or that one
+            # wake-up would be lost to the workers that may take it.
+            if self.config.urgent_workers:
+                self._cond.notify_all()
+            else:
+                self._cond.notify()
         return await future  # type: ignore[return-value]
 
     async def submit_many(self, items: Sequence[T], priority: Priority = Priority.OFFLINE) -> list[R]:
@@ -161,17 +179,21 @@ class MicroBatcher(Generic[T, R]):
 
     # ------------------------------------------------------------------------------ worker threads
 
-    def _take(self) -> list[_Entry] | None:
+    def _take(self, urgent: bool = False) -> list[_Entry] | None:
         with self._cond:
             self._waiting += 1
             try:
-                return self._take_locked()
+                return self._take_locked(urgent)
             finally:
                 self._waiting -= 1
 
-    def _take_locked(self) -> list[_Entry] | None:
-        while not self._heap and not self._closed:
-            self._cond.wait()
+    def _take_locked(self, urgent: bool = False) -> list[_Entry] | None:
+        while not self._closed:
+            if self._heap and (not urgent or self._due_in(self._heap[0]) <= 0):
+                break
+            # An urgent worker sleeps until the head falls due (a newly queued item wakes it sooner).
+            due = self._due_in(self._heap[0]) if urgent and self._heap else math.inf
+            self._cond.wait(due if due < math.inf else None)
         if not self._heap:
             return None
         first_seen = time.monotonic()
@@ -202,15 +224,23 @@ class MicroBatcher(Generic[T, R]):
             batch += [heapq.heappop(self._heap) for _ in range(count - 1)]
         return [e for e in batch if not e.future.cancelled()]
 
+    def _due_in(self, entry: _Entry) -> float:
+        """Seconds until an urgent worker may take ``entry`` (never, for offline work)."""
+        if entry.priority >= Priority.OFFLINE:
+            return math.inf
+        return entry.deadline - self.config.urgent_horizon_s - time.monotonic()
+
     def _wait_s(self) -> float:
         """How long to let a batch fill, given the most urgent queued item (call with the lock held)."""
         if self._heap and self._heap[0].priority < Priority.OFFLINE:
             return self.config.max_wait_ms / 1000.0
         return max(self.config.max_wait_ms, self.config.offline_wait_ms) / 1000.0
 
-    def _worker(self) -> None:
+    def _worker(self, urgent: bool) -> None:
+        if not urgent and self.config.background_nice > 0:
+            _renice(self.config.background_nice)
         while True:
-            batch = self._take()
+            batch = self._take(urgent)
             if batch is None:
                 return
             if not batch:
@@ -252,6 +282,16 @@ class MicroBatcher(Generic[T, R]):
                 self._observer.on_batch(self.name, len(batch), wait, time.monotonic() - started, self.queue_depth)
             except Exception:  # noqa: BLE001 - metrics never cost a result or a worker
                 log.exception("%s batch observer failed", self.name)
+
+
+def _renice(increment: int) -> None:
+    """Make the calling thread nicer by ``increment`` (Linux schedules threads one by one); where the system
+    refuses or has no per-thread priority, nothing changes."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + increment)
+    except (AttributeError, OSError) as exc:
+        log.debug("could not renice a batcher thread: %s", exc)
 
 
 def _resolve(entry: _Entry, result: object, exc: BaseException | None) -> None:

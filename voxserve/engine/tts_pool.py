@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy.typing as npt
@@ -98,8 +98,10 @@ class AcousticRunner:
     not wait behind the sentences other streams prepare ahead of time.
     """
 
-    def __init__(self, workers: int = 1) -> None:
-        config = BatcherConfig(max_batch_size=1, max_wait_ms=0.0, offline_wait_ms=0.0, workers=workers)
+    def __init__(self, config: BatcherConfig | None = None) -> None:
+        """``config``: its workers, urgent workers and niceness (batches are always of one, never waited for)."""
+        base = config or BatcherConfig(workers=2)
+        config = replace(base, max_batch_size=1, max_wait_ms=0.0, offline_wait_ms=0.0)
         self._batcher: MicroBatcher[Iterator[FrameBlock], FrameBlock | None] = MicroBatcher(
             _step_each, config, name="tts-acoustic"
         )

@@ -63,19 +63,19 @@ class TtsService:
         params: TtsStreamParams = DEFAULT_PARAMS,
         *,
         max_streams: int = 16,
-        acoustic_workers: int = 2,
+        acoustic: BatcherConfig | None = None,
         observer: TtsObserver | None = None,
         lexicon: Lexicon = EMPTY_LEXICON,
     ) -> None:
-        if max_streams < 1 or acoustic_workers < 1:
-            raise InvalidInput("max_streams and acoustic_workers must be at least 1")
+        if max_streams < 1:
+            raise InvalidInput("max_streams must be at least 1")
         self.pool = pool
         self.params = params
         self.max_streams = max_streams
         self.observer = observer
         self.lexicon = lexicon  # the server's pronunciations; a request's entries override them
         self.executor = BlockingExecutor(max_workers=2, name="voxserve-tts-load")
-        self.acoustic = AcousticRunner(acoustic_workers)
+        self.acoustic = AcousticRunner(acoustic)
         self._active = 0
         self._lock = threading.Lock()
 
@@ -198,6 +198,9 @@ def build_tts_service(
         offline_wait_ms=config.decoder_max_wait_ms,
         workers=config.decoder_workers or (1 if gpu else max(1, os.cpu_count() or 1)),
         max_queue=4096,
+        urgent_workers=0 if gpu else config.urgent_workers,
+        urgent_horizon_s=config.urgent_horizon_s,
+        background_nice=0 if gpu else config.background_nice,
     )
     params = TtsStreamParams(
         first_frames=config.first_window_frames or None,
@@ -209,7 +212,8 @@ def build_tts_service(
     )
     pool = VoicePool(catalog, batcher, batch_observer)
     lexicon = Lexicon.load(config.lexicon_file, "tts.lexicon_file") if config.lexicon_file else EMPTY_LEXICON
-    return TtsService(pool, params, max_streams=config.max_streams, acoustic_workers=config.acoustic_workers,
+    acoustic = replace(batcher, workers=config.acoustic_workers)
+    return TtsService(pool, params, max_streams=config.max_streams, acoustic=acoustic,
                       observer=observer, lexicon=lexicon)
 
 
