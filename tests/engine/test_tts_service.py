@@ -118,6 +118,19 @@ def test_a_clause_after_planned_audio_starts_without_a_small_window() -> None:
     assert sizes[:4] == [first, full + decoder.context_frames, 6 + decoder.context_frames, full]  # 4 + 16 + 6 = 26
 
 
+def test_a_unit_the_listener_waits_for_asks_for_the_frames_of_its_first_two_windows_first() -> None:
+    # The stream's first clause: nothing is planned ahead, so the model is asked for the frames that plan its first
+    # two windows (4 + 16 + 2 context) as soon as they exist; the second clause follows planned audio: no hurry.
+    acoustic, decoder = FakeAcoustic(), FakeDecoder(delay_s=0.05)
+    tts = service(acoustic, decoder=decoder, params=TtsStreamParams(max_ahead_s=0.0, urgent_buffer_s=0.005))
+    try:
+        asyncio.run(tts.synthesize("Good morning, and thank you for calling."))
+    finally:
+        tts.close()
+    assert decoder.first_frames + decoder.first_frames * 4 + decoder.context_frames == 22
+    assert acoustic.asked_first == [22, 0]
+
+
 def test_incremental_acoustic_model_like_an_llm() -> None:
     tts = service(FakeAcoustic(incremental=True))
     try:

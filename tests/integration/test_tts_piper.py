@@ -72,15 +72,19 @@ def whole(acoustic: Any, decoder: Any, text: str) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def test_the_split_voice_equals_piper_s_whole_graph(deterministic: tuple[Any, Any]) -> None:
-    """The front part and the decoder rewritten with 2-D convolutions give the samples of Piper's own graph."""
+@pytest.mark.parametrize("first_frames", [0, 26, 60], ids=["whole", "first-26", "first-60"])
+def test_the_split_voice_equals_piper_s_whole_graph(deterministic: tuple[Any, Any], first_frames: int) -> None:
+    """The front part, the flow (on the whole sentence, or on its first frames and then the rest) and the
+    decoder rewritten with 2-D convolutions give the samples of Piper's own graph."""
     import onnx
     from piper import PiperVoice
 
     acoustic, (decoder, _) = deterministic
     path = embedded_voice_path()
     assert path is not None
-    graph = onnx.load(str(split_voice(path)[1])).graph
+    parts = split_voice(path)
+    assert parts.flow is not None
+    graph = onnx.load(str(parts.decoder)).graph
     kernels = {i.name: len(i.dims) for i in graph.initializer}
     convs = [n for n in graph.node if n.op_type in ("Conv", "ConvTranspose")]
     assert len(convs) > 10 and all(kernels[n.input[1]] == 4 for n in convs)
@@ -90,8 +94,11 @@ def test_the_split_voice_equals_piper_s_whole_graph(deterministic: tuple[Any, An
     ids = np.array([voice.phonemes_to_ids(phonemes)], dtype=np.int64)
     scales = np.array([0.0, voice.config.length_scale, 0.0], dtype=np.float32)
     expected = voice.session.run(None, {"input": ids, "input_lengths": np.array([ids.shape[1]]), "scales": scales})
-    [block] = list(acoustic.frames(text, SpeechOptions()))
-    got = decoder.decode_batch([block.frames])[0] / decoder.gain
+    blocks = list(acoustic.frames(text, SpeechOptions(), first_frames))
+    assert [b.frames.shape[-1] for b in blocks[:-1]] == ([first_frames] if first_frames else [])
+    assert [b.end_of_unit for b in blocks] == [False] * (len(blocks) - 1) + [True]
+    latents = np.concatenate([b.frames for b in blocks], axis=-1)
+    got = decoder.decode_batch([latents])[0] / decoder.gain
     reference = np.asarray(expected[0], dtype=np.float32).reshape(-1)
     assert got.shape == reference.shape
     assert float(np.max(np.abs(got - reference))) < 1e-4

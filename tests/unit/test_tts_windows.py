@@ -60,6 +60,24 @@ def test_incremental_frames_emit_windows_once_their_right_context_exists() -> No
     assert planner.planned_frames == 14
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 64), st.integers(0, 16), st.integers(1, 5), st.integers(1, 4),
+       st.integers(0, 300))
+def test_needed_is_exactly_the_frames_that_plan_the_next_windows(first: int, size: int, context: int, growth: int,
+                                                                 n: int, pushed: int) -> None:
+    """With ``needed(n)`` frames the next ``n`` windows are planned, with one frame fewer they are not (the
+    stream asks its acoustic model for that many frames first)."""
+    params = WindowParams(first, size, context, growth)
+    planner = WindowPlanner(params)
+    planner.push(pushed)
+    need = planner.needed(n)
+    assert need > pushed
+    short, enough = WindowPlanner(params), WindowPlanner(params)
+    short.push(pushed), enough.push(pushed)
+    assert len(short.push(need - 1)) < n and len(enough.push(need)) >= n
+    assert WindowPlanner(WindowParams(16, 128, 10)).needed(2) == 16 + 64 + 10
+
+
 def test_first_window_size_can_be_chosen_per_unit() -> None:
     assert WindowPlanner(WindowParams(4, 32, 2), first_frames=32).finish(100)[0].keep_end == 32
 

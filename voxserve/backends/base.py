@@ -387,8 +387,10 @@ class AcousticModel(Protocol):
         """Raise :class:`InvalidInput` or :class:`~voxserve.errors.Unsupported` for options it cannot honour."""
         ...
 
-    def frames(self, text: str, options: SpeechOptions) -> Iterator[FrameBlock]:
-        """Frames for ``text`` (already in speakable form), in blocks; each ``next()`` may run the model."""
+    def frames(self, text: str, options: SpeechOptions, first_frames: int = 0) -> Iterator[FrameBlock]:
+        """Frames for ``text`` (already in speakable form), in blocks; each ``next()`` may run the model.
+        ``first_frames`` > 0 asks for the first frames as soon as the model can give them (a listener waits for
+        them): a model that makes a unit's frames in one piece may give them in a block of their own first."""
         ...
 
 

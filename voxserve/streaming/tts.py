@@ -9,7 +9,8 @@ as a :class:`~voxserve.types.SynthesisChunk`.
 Scheduling: a stream's work (acoustic steps and decoder windows) runs at the stream's priority class (live by
 default) with a deadline, the moment its listener will need that audio (for the first audio: 150 ms after the
 first segment); the shared batchers run the earliest deadline first, so first audio and streams about to run
-dry go before streams that are ahead. A live stream also stops working ahead once it is ``max_ahead_s`` ahead. Each stream has at most ``max_inflight_windows``
+dry go before streams that are ahead; work due soon also has urgent threads of its own while the others run
+nicer (:class:`~voxserve.engine.batcher.BatcherConfig`). A live stream also stops working ahead once it is ``max_ahead_s`` ahead. Each stream has at most ``max_inflight_windows``
 windows queued, so one long document cannot flood the decoder.
 """
 
@@ -461,10 +462,15 @@ class TtsStream:
         segment = unit.segment
         text = self._lexicon.apply(segment.text, to_speakable if self.options.normalize_text else str)
         if has_speech(text):
-            blocks = voice.acoustic.frames(text, self.options.speech_at(unit.rate))
             params = self._window_params(voice)
             parts: list[npt.NDArray[Any]] = []
-            planner = self._planner(params)
+            urgent = self._urgent()
+            planner = self._planner(params, urgent)
+            # A listener waits for this unit's audio: the model gives the frames of its first two windows as soon
+            # as they exist. Two, so that the second decodes beside the first and the rest of the unit has the
+            # audio of both to arrive in (with only the first 16 frames, 186 ms of audio, it left gaps).
+            first = planner.needed(2) if urgent else 0
+            blocks = voice.acoustic.frames(text, self.options.speech_at(unit.rate), first)
             while True:
                 await self._pace()
                 block: FrameBlock | None = await self._acoustic.step(blocks, self.options.priority, self._deadline())
@@ -480,7 +486,7 @@ class TtsStream:
                     await self._submit(voice, frames[..., window.start : window.end], window, unit, pending, slots,
                                        words)
                 if block.end_of_unit:
-                    parts, planner = [], self._planner(params)
+                    parts, planner = [], self._planner(params, self._urgent())
         await pending.put(_SegmentDone(segment))
 
     def _window_params(self, voice: LoadedVoice) -> WindowParams:
@@ -492,11 +498,15 @@ class TtsStream:
             uniform=info.stacks_batches,
         )
 
-    def _planner(self, params: WindowParams) -> WindowPlanner:
-        # A small first window only when the listener may wait for this unit's audio: counted with the audio
-        # planned but still decoding, a sentence's second clause follows the first's ~2 s without a new ramp
-        # (counted from audio out, every clause began again at 16 frames).
-        urgent = self._planned_ahead_s() < self.params.urgent_buffer_s
+    def _urgent(self) -> bool:
+        """Whether the listener may wait for the next unit's audio: counted with the audio planned but still
+        decoding, a sentence's second clause follows the first's ~2 s without a new ramp (counted from audio
+        out, every clause began again at 16 frames)."""
+        return self._planned_ahead_s() < self.params.urgent_buffer_s
+
+    @staticmethod
+    def _planner(params: WindowParams, urgent: bool) -> WindowPlanner:
+        """A small first window only for an urgent unit."""
         return WindowPlanner(params, params.first_frames if urgent else params.window_frames)
 
     async def _submit(

@@ -113,8 +113,14 @@ class WindowPlanner:
             out.append(self._window(keep_end, total))
         return out
 
-    def _size(self) -> int:
-        return min(max(self._first, self.params.window_frames), self._first * int(self.params.growth ** min(self._count, 32)))
+    def needed(self, windows: int) -> int:
+        """Frames that must exist before the next ``windows`` windows can be planned (their right context
+        included)."""
+        return self._done + sum(self._size(self._count + k) for k in range(windows)) + self.params.context_frames
+
+    def _size(self, count: int | None = None) -> int:
+        n = self._count if count is None else count
+        return min(max(self._first, self.params.window_frames), self._first * int(self.params.growth ** min(n, 32)))
 
     def _window(self, keep_end: int, available: int) -> Window:
         p = self.params

@@ -61,6 +61,7 @@ class FakeAcoustic:
     delay_s: float = 0.0
     fail_on: str | None = None
     texts: list[str] = field(default_factory=list)
+    asked_first: list[int] = field(default_factory=list)  # ``first_frames`` of each call of :meth:`frames`
 
     @property
     def voice(self) -> VoiceInfo:
@@ -71,9 +72,11 @@ class FakeAcoustic:
         """Accept any valid options."""
         options.validate()
 
-    def frames(self, text: str, options: SpeechOptions) -> Iterator[FrameBlock]:
-        """One unit per ``|``-separated part of ``text``."""
+    def frames(self, text: str, options: SpeechOptions, first_frames: int = 0) -> Iterator[FrameBlock]:
+        """One unit per ``|``-separated part of ``text`` (``first_frames`` changes nothing: ``incremental`` gives
+        frame by frame)."""
         self.texts.append(text)
+        self.asked_first.append(first_frames)
         for part in (p.strip() for p in text.split("|")):
             if self.delay_s:
                 time.sleep(self.delay_s)

@@ -144,8 +144,9 @@ class OrpheusAcoustic:
         if options.speed != 1.0:
             raise Unsupported("Orpheus voices do not support speed other than 1.0", param="speed")
 
-    def frames(self, text: str, options: SpeechOptions) -> Iterator[FrameBlock]:
-        """Frames of ``text`` spoken by this voice, one block per 85 ms frame."""
+    def frames(self, text: str, options: SpeechOptions, first_frames: int = 0) -> Iterator[FrameBlock]:
+        """Frames of ``text`` spoken by this voice, one block per 85 ms frame (so ``first_frames`` changes
+        nothing)."""
         self.check_options(options)
         prompt = f"{self.speaker}: {text}" if self.speaker else text
         try:

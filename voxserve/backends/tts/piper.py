@@ -2,11 +2,18 @@
 
 A Piper voice is one ONNX graph: text encoder, duration predictor and flow produce latent frames
 (192 x frames, 256 samples each at 22.05 kHz), which the HiFi-GAN decoder turns into audio. The graph is cut
-once at the decoder's input (the tensor feeding ``dec.conv_pre``) with ``onnx.utils.extract_model``; the two
-parts are cached under ``cache_dir()/piper-split/<sha256 of the voice>/``, the decoder with its 1-D
-convolutions run as 2-D ones (:mod:`voxserve.backends.tts.conv2d`: the same samples, 8-15 % faster on CPU).
-The front part also outputs the duration predictor's frames per phoneme id (its ``Ceil``, VITS's ``w_ceil``),
-from which each block's words get their frames (:mod:`voxserve.backends.tts.piper_words`).
+once with ``onnx.utils.extract_model`` at the decoder's input (the tensor feeding ``dec.conv_pre``) and at the
+flow's input (the prior sample ``z_p`` and the frame mask); the parts are cached under
+``cache_dir()/piper-split/<sha256 of the voice>/``, the decoder with its 1-D convolutions run as 2-D ones
+(:mod:`voxserve.backends.tts.conv2d`: the same samples, 8-15 % faster on CPU). The front part also outputs the
+duration predictor's frames per phoneme id (its ``Ceil``, VITS's ``w_ceil``), from which each block's words get
+their frames (:mod:`voxserve.backends.tts.piper_words`).
+
+The flow is convolutional along time (four coupling layers of four kernel-5 convolutions: 32 frames of
+receptive field on each side), so it can run on part of a sentence: a stream's first sentence gives its first
+frames as a block of their own (the flow on them and :data:`FLOW_CONTEXT_FRAMES` after them), and its first
+audio starts while the flow has the rest still to do. The text encoder and the duration predictor see the
+whole sentence, as in Piper.
 
 Loudness: Piper scales every sentence to full scale after synthesis, which a streaming decoder cannot do
 (it does not know a sentence's peak before the end). Each voice instead gets one fixed gain, measured at
@@ -45,6 +52,26 @@ _CALIBRATION = ("Glue the sheet to the dark blue background.", "Rice is often se
 _TARGET_PEAK = 0.9
 _split_lock = threading.Lock()
 
+FLOW_CONTEXT_FRAMES = 32
+"""Frames of ``z_p`` on each side of a part of a sentence that make the flow's output on that part equal to
+its output on the whole sentence: its receptive field (measured on the default voice: 24 frames give 1.1e-5
+apart, 16 give 3e-2)."""
+
+
+@dataclass(frozen=True)
+class VoiceParts:
+    """The cached parts of a split Piper voice.
+
+    Attributes:
+        frontend: phoneme ids -> ``z_p`` (or, without ``flow``, the decoder's latents) and frames per id.
+        flow: (``z_p``, frame mask) -> the decoder's latents; None when the graph's flow could not be cut out.
+        decoder: latents -> samples.
+    """
+
+    frontend: Path
+    flow: Path | None
+    decoder: Path
+
 
 @dataclass(frozen=True)
 class PiperLoadConfig:
@@ -80,17 +107,19 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def split_voice(model_path: Path) -> tuple[Path, Path]:
-    """The cached ``(frontend.onnx, decoder.onnx)`` of a Piper voice, cutting the graph on first use.
+def split_voice(model_path: Path) -> VoiceParts:
+    """The cached parts of a Piper voice, cutting the graph on first use.
 
     Raises:
         ModelUnavailable: the ``onnx`` package is missing or the graph has no HiFi-GAN decoder input.
     """
     out = cache_dir() / "piper-split" / _sha256(model_path)[:32]
-    frontend, decoder = out / "frontend-durations.onnx", out / "decoder-2d.onnx"
+    three = VoiceParts(out / "frontend-zp.onnx", out / "flow.onnx", out / "decoder-2d.onnx")
+    two = VoiceParts(out / "frontend-latents.onnx", None, three.decoder)  # a graph whose flow was not found
     with _split_lock:
-        if frontend.is_file() and decoder.is_file():
-            return frontend, decoder
+        for parts in (three, two):
+            if all(p.is_file() for p in (parts.frontend, parts.flow, parts.decoder) if p is not None):
+                return parts
         try:
             import onnx
             from onnx.utils import extract_model
@@ -100,21 +129,32 @@ def split_voice(model_path: Path) -> tuple[Path, Path]:
         split = _decoder_input(graph)
         inputs = [i.name for i in graph.input if i.name != split]
         durations = [str(n.output[0]) for n in graph.node if n.op_type == "Ceil"][:1]
+        flow_inputs = _flow_inputs(graph, split)
+        if flow_inputs is None:
+            log.info("no flow found in %s: its front part runs whole", model_path)
+        result = three if flow_inputs is not None else two
+        pieces: list[tuple[Path, list[str], list[str]]] = [(result.decoder, [split], [o.name for o in graph.output])]
+        if flow_inputs is not None and result.flow is not None:
+            pieces += [(result.frontend, inputs, [flow_inputs[0], *durations]), (result.flow, list(flow_inputs), [split])]
+        else:
+            pieces.append((result.frontend, inputs, [split, *durations]))
         out.mkdir(parents=True, exist_ok=True)
-        parts = ((frontend, inputs, [split, *durations]), (decoder, [split], [o.name for o in graph.output]))
-        for target, ins, outs in parts:
+        for target, ins, outs in pieces:
+            if target.is_file():
+                continue  # the decoder of an earlier two-part split
             fd, tmp = tempfile.mkstemp(dir=out, suffix=".onnx.part")
             os.close(fd)
             try:
                 extract_model(str(model_path), tmp, ins, outs)
-                if target == decoder and not rewrite_file(Path(tmp)):
+                if target == result.decoder and not rewrite_file(Path(tmp)):
                     log.info("the decoder of %s keeps its 1-D convolutions", model_path)
                 os.replace(tmp, target)
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
+        (out / "frontend-durations.onnx").unlink(missing_ok=True)  # the front part as cut before the flow was
         log.info("split Piper voice %s at %s into %s", model_path, split, out)
-    return frontend, decoder
+    return result
 
 
 def _decoder_input(graph: Any) -> str:
@@ -123,6 +163,25 @@ def _decoder_input(graph: Any) -> str:
         if node.op_type == "Conv" and len(node.input) > 1 and node.input[1] == "dec.conv_pre.weight":
             return str(node.input[0])
     raise ModelUnavailable("this ONNX file is not a Piper (VITS) voice: no dec.conv_pre convolution found")
+
+
+def _flow_inputs(graph: Any, decoder_input: str) -> tuple[str, str] | None:
+    """``(z_p, frame mask)``, the tensors the flow reads, or None for a graph not shaped like Piper's export:
+    the decoder's input must be the flow's output times the frame mask, and the flow (the nodes named
+    ``/flow/...``, in graph order) must start from one tensor made outside it."""
+    producer = {o: n for n in graph.node for o in n.output}
+    masked = producer.get(decoder_input)
+    if masked is None or masked.op_type != "Mul" or len(masked.input) != 2:
+        return None
+    made_in_flow = {o for n in graph.node if n.name.startswith("/flow/") for o in n.output}
+    flow_out = [i for i in masked.input if i in made_in_flow]
+    mask = [i for i in masked.input if i not in made_in_flow]
+    first = next((n for n in graph.node if n.name.startswith("/flow/")), None)
+    if len(flow_out) != 1 or len(mask) != 1 or first is None:
+        return None
+    start = [i for i in first.input if i in producer and i not in made_in_flow and i != mask[0]
+             and producer[i].op_type != "Constant"]
+    return (start[0], mask[0]) if len(start) == 1 else None
 
 
 def _session(path: Path, threads: int, device: str) -> Any:
@@ -194,7 +253,8 @@ class PiperDecoder:
 class PiperAcoustic:
     """Phonemes -> latent frames for one Piper voice (implements :class:`~voxserve.backends.base.AcousticModel`)."""
 
-    def __init__(self, path: Path, voice_config: dict[str, Any], info: VoiceInfo, config: PiperLoadConfig) -> None:
+    def __init__(self, path: Path, voice_config: dict[str, Any], info: VoiceInfo, config: PiperLoadConfig,
+                 flow: Path | None = None) -> None:
         from piper import PiperVoice
         from piper.config import PiperConfig
 
@@ -210,6 +270,8 @@ class PiperAcoustic:
         self._phonemizer = PiperVoice(session=None, config=self._config)
         self._session = _session(path, config.threads, config.device)
         self._timed = len(self._session.get_outputs()) > 1  # the front part outputs durations too
+        self._flow = _session(flow, config.threads, config.device) if flow is not None else None
+        self._flow_inputs = tuple(i.name for i in self._flow.get_inputs()) if self._flow is not None else ()
         self._voice = info
 
     @property
@@ -221,9 +283,10 @@ class PiperAcoustic:
         """Piper honours speed; seeds are not supported by its ONNX sampler."""
         options.validate()
 
-    def frames(self, text: str, options: SpeechOptions) -> Iterator[FrameBlock]:
+    def frames(self, text: str, options: SpeechOptions, first_frames: int = 0) -> Iterator[FrameBlock]:
         """One block of (192, frames) latents per sentence that the phonemizer finds in ``text``, with the frames
-        of its words."""
+        of its words; with ``first_frames``, the first sentence's first frames come as a block of their own
+        (the next ``next()`` gives the rest), ready before the flow has run on the whole sentence."""
         sentences = [p for p in self._phonemizer.phonemize(text) if p]
         id_map = self._config.phoneme_id_map
         positions = [id_positions(p, id_map) for p in sentences]
@@ -235,12 +298,32 @@ class PiperAcoustic:
                 ends = np.cumsum(durations)
                 starts = ends - durations
                 words = tuple(FrameWord(w, int(starts[a]), int(ends[b - 1])) for w, a, b in spans[i])
-            yield FrameBlock(latents, True, words)
+            if self._flow is None:
+                yield FrameBlock(latents, True, words)
+                continue
+            total = latents.shape[-1]
+            head = first_frames if i == 0 and 0 < first_frames and first_frames + FLOW_CONTEXT_FRAMES < total else 0
+            if head:
+                yield FrameBlock(self._run_flow(latents, 0, head), False, words)
+            yield FrameBlock(self._run_flow(latents, head, total), True, words)
+
+    def _run_flow(self, z_p: npt.NDArray[np.float32], start: int, end: int) -> npt.NDArray[np.float32]:
+        """The flow's output on frames ``start:end`` of a sentence's ``z_p`` (192, frames), computed on those frames
+        and up to :data:`FLOW_CONTEXT_FRAMES` on each side: the same as on the whole sentence."""
+        assert self._flow is not None
+        lo, hi = max(0, start - FLOW_CONTEXT_FRAMES), min(z_p.shape[-1], end + FLOW_CONTEXT_FRAMES)
+        z, mask = self._flow_inputs
+        try:
+            out = self._flow.run(None, {z: np.ascontiguousarray(z_p[np.newaxis, :, lo:hi]),
+                                        mask: np.ones((1, 1, hi - lo), dtype=np.float32)})[0]
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"Piper flow failed: {exc}") from exc
+        return np.asarray(out[0, :, start - lo : end - lo], dtype=np.float32)
 
     def _run(self, phoneme_ids: list[int], options: SpeechOptions) -> tuple[npt.NDArray[np.float32],
                                                                               npt.NDArray[np.int64] | None]:
-        """Run the front half of the graph on one sentence's phoneme ids: latents and (when the graph gives
-        them) frames per phoneme id."""
+        """Run the front part of the graph on one sentence's phoneme ids: ``z_p`` (the decoder's latents when
+        the graph was not cut before its flow) and (when the graph gives them) frames per phoneme id."""
         c = self._config
         scales = np.array([c.noise_scale, c.length_scale / options.speed, c.noise_w_scale], dtype=np.float32)
         ids = np.array([phoneme_ids], dtype=np.int64)
@@ -283,9 +366,9 @@ def load_piper(config: PiperLoadConfig) -> tuple[PiperAcoustic, PiperDecoder]:
         raise ModelUnavailable(f"Piper voice file {model_path} does not exist")
     data = read_voice_config(model_path, Path(config.config_path) if config.config_path else None)
     info = voice_info(config.name or model_path.stem, model_path, data)
-    frontend, decoder_path = split_voice(model_path)
-    acoustic = PiperAcoustic(frontend, data, info, config)
-    decoder = PiperDecoder(decoder_path, info.name, info.sample_rate, config)
+    parts = split_voice(model_path)
+    acoustic = PiperAcoustic(parts.frontend, data, info, config, parts.flow)
+    decoder = PiperDecoder(parts.decoder, info.name, info.sample_rate, config)
     decoder.gain = calibrate_gain(acoustic, decoder)
     return acoustic, decoder
 
