@@ -179,7 +179,7 @@ class MicroBatcher(Generic[T, R]):
 
     # ------------------------------------------------------------------------------ worker threads
 
-    def _take(self, urgent: bool = False) -> list[_Entry] | None:
+    def _take(self, urgent: bool) -> list[_Entry] | None:
         with self._cond:
             self._waiting += 1
             try:
@@ -187,12 +187,12 @@ class MicroBatcher(Generic[T, R]):
             finally:
                 self._waiting -= 1
 
-    def _take_locked(self, urgent: bool = False) -> list[_Entry] | None:
+    def _take_locked(self, urgent: bool) -> list[_Entry] | None:
         while not self._closed:
-            if self._heap and (not urgent or self._due_in(self._heap[0]) <= 0):
+            due = math.inf if not self._heap else self._due_in(self._heap[0]) if urgent else 0.0
+            if due <= 0:
                 break
             # An urgent worker sleeps until the head falls due (a newly queued item wakes it sooner).
-            due = self._due_in(self._heap[0]) if urgent and self._heap else math.inf
             self._cond.wait(due if due < math.inf else None)
         if not self._heap:
             return None
