@@ -71,13 +71,14 @@ def test_urgent_workers_take_only_work_due_soon_while_the_others_are_busy() -> N
         # The urgent worker may take the blocker too: queue it as offline so the regular worker holds it.
         blocker = asyncio.ensure_future(batcher.submit("blocker", Priority.OFFLINE))
         await asyncio.sleep(0.1)
-        later = asyncio.ensure_future(batcher.submit("live-in-1s", Priority.LIVE, deadline=now + 1.0))
+        # Due 1.7 s in: far enough that a loaded machine still runs "live-now" before it falls due.
+        later = asyncio.ensure_future(batcher.submit("live-in-2s", Priority.LIVE, deadline=now + 2.0))
         offline = asyncio.ensure_future(batcher.submit("offline", Priority.OFFLINE, deadline=now - 1))
         due = asyncio.ensure_future(batcher.submit("live-now", Priority.LIVE, deadline=now + 0.1))
         await asyncio.wait_for(due, 2)  # the regular worker is still blocked: the urgent one ran it
         assert not later.done() and not offline.done()
-        await asyncio.wait_for(later, 2)  # it falls due 0.3 s before its deadline, while the blocker still runs
-        assert time.monotonic() >= now + 1.0 - 0.3 - 0.05
+        await asyncio.wait_for(later, 3)  # it falls due 0.3 s before its deadline, while the blocker still runs
+        assert time.monotonic() >= now + 2.0 - 0.3 - 0.05
         assert not offline.done()  # offline work never goes to an urgent worker
         gate.set()
         await asyncio.gather(blocker, offline)
@@ -86,7 +87,7 @@ def test_urgent_workers_take_only_work_due_soon_while_the_others_are_busy() -> N
         asyncio.run(run())
     finally:
         batcher.close()
-    assert ran[:2] == [("live-now", "t-urgent-0"), ("live-in-1s", "t-urgent-0")]
+    assert ran[:2] == [("live-now", "t-urgent-0"), ("live-in-2s", "t-urgent-0")]
     assert ("offline", "t-batcher-0") in ran
 
 
