@@ -1,7 +1,8 @@
 """Live benchmark: N simulated microphones paced in real time over WebSockets, voxserve vs WhisperLive.
 
 Each stream plays corpus clips separated by 1-2 s of silence for ``seconds`` of audio, in 100 ms chunks at
-real-time pace. Measured per utterance, on the client:
+real-time pace; among the clips, runs of 30-50 s of the long-form reading (sentences 0.3 s apart: one
+utterance the VAD has to cut) when the corpus has it. Measured per utterance, on the client:
 - final latency: speech_stopped -> completed (the server knows the utterance is over at speech_stopped);
 - last-byte latency: completed - the moment the utterance's last speech audio was sent (includes the
   silence the VAD waits for);
@@ -22,12 +23,11 @@ import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from voxserve.audio import decode_audio, resample
+from voxserve.audio import resample
 from voxserve.audio.pcm import float32_to_pcm16
 from voxserve.bench.common import machine
 from voxserve.eval.normalize import normalize_english
@@ -58,24 +58,31 @@ class StreamResult:
     errors: int = 0
 
 
-def make_programs(clips: list[tuple[Path, str]], n: int, seconds: float, seed: int = 0) -> list[Program]:
+def interleave(clips: list[tuple[np.ndarray, str]], runs: list[tuple[np.ndarray, str]]
+               ) -> list[tuple[np.ndarray, str]]:
+    """``clips`` in order with ``runs`` spread evenly among them (run k after clip ``(k + 1) * len(clips) //
+    (len(runs) + 1)``), so every stream's program meets long continuous speech as well as short clips."""
+    pool = list(clips)
+    for k, run in reversed(list(enumerate(runs))):
+        pool.insert((k + 1) * len(clips) // (len(runs) + 1), run)
+    return pool
+
+
+def make_programs(clips: list[tuple[np.ndarray, str]], n: int, seconds: float, seed: int = 0) -> list[Program]:
     """``n`` different clip sequences of about ``seconds`` each (each stream starts at another clip)."""
     rng = random.Random(seed)
-    decoded = [(decode_audio(path), text) for path, text in clips]
     programs = []
     for i in range(n):
         parts: list[np.ndarray] = []
         refs: list[str] = []
         j = i
         while sum(len(p) for p in parts) < seconds * SAMPLE_RATE:
-            audio, text = decoded[j % len(decoded)]
+            audio, text = clips[j % len(clips)]
             parts += [audio, np.zeros(int(rng.uniform(1.0, 2.0) * SAMPLE_RATE), np.float32)]
             refs.append(text)
             j += 1
         programs.append(Program(np.concatenate(parts), " ".join(refs)))
     return programs
-
-
 
 
 CLIENT_COMPRESSION = None
@@ -293,7 +300,7 @@ def python_has_whisperlive(python: str) -> bool:
 
 def run_live_bench(
     settings: Any,
-    clips: list[tuple[Path, str]],
+    clips: list[tuple[np.ndarray, str]],
     streams: list[int],
     seconds: float,
     whisperlive_python: str | None,

@@ -33,12 +33,38 @@ def _half_clips(corpus: Path, half: Half | None) -> list[tuple[np.ndarray, str]]
     return clips
 
 
+def _reading_sentences(audio_path: Path, half: Half | None) -> list[tuple[float, float, str]]:
+    """(start s, end s, text) of the long-form reading's sentences, of one half or all (its ``.segments.tsv``)."""
+    lines = audio_path.with_suffix(".segments.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    rows = [(float(start), float(end), text) for _, start, end, text in (line.split("\t") for line in lines)]
+    return [r for r in rows if half is None or (r[0] >= LONG_FORM_CHECK_FROM_S) == (half == "check")]
+
+
 def _long_form_half(audio_path: Path, half: Half) -> tuple[np.ndarray, str]:
     audio = decode_audio(audio_path)
     cut = int(LONG_FORM_CHECK_FROM_S * SAMPLE_RATE)
-    rows = [line.split("\t") for line in audio_path.with_suffix(".segments.tsv").read_text(encoding="utf-8").splitlines()[1:]]
-    texts = [r[3] for r in rows if (float(r[1]) >= LONG_FORM_CHECK_FROM_S) == (half == "check")]
+    texts = [text for _, _, text in _reading_sentences(audio_path, half)]
     return (audio[cut:] if half == "check" else audio[:cut]), " ".join(texts)
+
+
+def reading_runs(corpus: Path, half: Half | None, min_s: float = 30.0) -> list[tuple[np.ndarray, str]]:
+    """The long-form reading (of one half, or all of it) cut at sentence ends into runs of at least ``min_s``
+    (a shorter remainder joins the last run), each with its reference: one reader going on without a pause a
+    live VAD would end an utterance at (its sentences lie 0.3 s apart). Empty when ``corpus`` has no reading."""
+    found = [item for item in find_items(corpus, ("long",)) if item.name == LONG_FORM]
+    if not found or not found[0].audio.with_suffix(".segments.tsv").is_file():
+        return []
+    audio = decode_audio(found[0].audio)
+    runs: list[list[tuple[float, float, str]]] = [[]]
+    for sentence in _reading_sentences(found[0].audio, half):
+        if runs[-1] and runs[-1][-1][1] - runs[-1][0][0] >= min_s:
+            runs.append([])
+        runs[-1].append(sentence)
+    if len(runs) > 1 and runs[-1][-1][1] - runs[-1][0][0] < min_s:
+        last = runs.pop()
+        runs[-1].extend(last)
+    return [(audio[int(run[0][0] * SAMPLE_RATE):int(run[-1][1] * SAMPLE_RATE)], " ".join(t for _, _, t in run))
+            for run in runs if run]
 
 
 def make_long_recording(corpus: Path, out: Path, minutes: float = 10.0, seed: int = 0, half: Half | None = None) -> Path:

@@ -328,7 +328,9 @@ def cmd_live(args: argparse.Namespace) -> int:
     """Run the live benchmark and print its table."""
     import tempfile
 
-    from voxserve.bench.live import format_live, run_live_bench
+    from voxserve.audio import decode_audio
+    from voxserve.bench.live import format_live, interleave, run_live_bench
+    from voxserve.bench.longfile import reading_runs
     from voxserve.eval.corpus import default_corpus, find_items
 
     root = Path(args.corpus) if args.corpus else (default_corpus() or Path(__file__).resolve().parents[2] / "tests" / "data")
@@ -339,7 +341,8 @@ def cmd_live(args: argparse.Namespace) -> int:
         items = [i for i in items if i.name in names(args.half, "asr")]
     if not items:
         raise InvalidInput(f"no English clips with references under {root}")
-    clips = [(i.audio, i.reference.read_text(encoding="utf-8").strip()) for i in items]
+    clips = interleave([(decode_audio(i.audio), i.reference.read_text(encoding="utf-8").strip()) for i in items],
+                       reading_runs(root, args.half))
     settings = engine_settings(args)
     with tempfile.TemporaryDirectory() as data_dir:
         run_settings = settings.model_copy(update={

@@ -1,0 +1,43 @@
+"""The live benchmark's programs: the long-form reading cut into runs a live VAD must cut itself, spread among
+the short clips (``voxserve.bench.longfile.reading_runs``, ``voxserve.bench.live.interleave``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from voxserve.bench.live import interleave, make_programs
+from voxserve.bench.longfile import _long_form_half, reading_runs
+from voxserve.eval.split import LONG_FORM
+from voxserve.types import SAMPLE_RATE
+
+
+@pytest.mark.parametrize("half", ["tune", "check"])
+def test_the_readings_half_is_cut_at_sentence_ends_into_runs_of_at_least_30_s(data_dir: Path, half: str) -> None:
+    corpus = data_dir / "corpus"
+    runs = reading_runs(corpus, half)  # type: ignore[arg-type]
+    assert len(runs) >= 3
+    assert all(len(audio) >= 30 * SAMPLE_RATE for audio, _ in runs)
+    # nothing lost or doubled: the runs' references are the half's, in order, and cover its audio but the
+    # silence before its first sentence and after its last
+    audio, reference = _long_form_half(corpus / "long" / f"{LONG_FORM}.flac", half)  # type: ignore[arg-type]
+    assert " ".join(text for _, text in runs) == reference
+    covered = sum(len(a) for a, _ in runs)
+    assert len(audio) - SAMPLE_RATE < covered <= len(audio)
+
+
+def test_a_corpus_without_the_reading_has_no_runs(tmp_path: Path) -> None:
+    assert reading_runs(tmp_path, "check") == []
+
+
+def test_runs_are_spread_among_the_clips_and_every_stream_starts_at_another_clip() -> None:
+    clips = [(np.full(SAMPLE_RATE, i, np.float32), f"clip{i}") for i in range(10)]
+    runs = [(np.zeros(SAMPLE_RATE, np.float32), f"run{k}") for k in range(3)]
+    pool = interleave(clips, runs)
+    assert [t for _, t in pool] == ["clip0", "clip1", "run0", "clip2", "clip3", "clip4", "run1", "clip5", "clip6",
+                                    "run2", "clip7", "clip8", "clip9"]
+    programs = make_programs(pool, 2, seconds=7.0)
+    assert [p.reference.split()[0] for p in programs] == ["clip0", "clip1"]
+    assert programs[0].reference.split()[:3] == ["clip0", "clip1", "run0"]
