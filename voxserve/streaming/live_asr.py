@@ -222,6 +222,7 @@ class _Utterance:
     item_id: str
     start: int
     probs: list[float] = field(default_factory=list)
+    speech_end: int = 0  # where the latest frame the VAD called speech ends
     emitted: str = ""
     last_partial: str = ""
     partial_at: int = 0
@@ -415,6 +416,8 @@ class LiveStream:
         self._position = self._machine.position
         if self._utterance is not None:
             self._utterance.probs.append(prob)
+            if prob >= self._machine.params.threshold:
+                self._utterance.speech_end = self._position
             if self._position - self._utterance.start >= self.options.max_utterance_s * SAMPLE_RATE:
                 self._split_long_utterance()
             else:
@@ -637,10 +640,10 @@ class LiveStream:
         rest = audio[max(0, u.cut - start):]
         if u.draft is not None:
             tail = u.draft.task
-        elif len(rest) >= self._samples(_MIN_REST_MS) or not u.pieces:
+        elif not u.pieces or u.speech_end > u.cut:
             tail = asyncio.ensure_future(self._rest_text(u, list(u.pieces), rest))
-        else:
-            tail = None  # the last piece ended where the utterance did
+        else:  # no speech after the last piece (an utterance cut in its pause): Whisper heard "Thank you." there
+            tail = None
         parts = [await piece.task for piece in u.pieces]
         if tail is not None:
             parts.append(await tail)
@@ -848,10 +851,6 @@ def first_token_cap(n_samples: int) -> int:
 
 _CLOSING = " .,;:!?\u3002\uff0c\u3001"
 """Punctuation a continuation may begin with that belongs to its prefix (Latin and CJK)."""
-
-_MIN_REST_MS = 100
-"""Speech after an utterance's last piece shorter than this is padding only: not decoded."""
-
 
 def _known_voices(options: LiveOptions) -> KnownVoices | None:
     """The stream's namer, when it has known speakers (``naming_threshold`` must be set by then)."""
