@@ -1074,15 +1074,18 @@ def test_a_dropped_draft_does_not_cancel_the_piece_it_waits_for() -> None:
     assert not of(events, TranscriptFailed)
 
 
-def test_an_utterance_cut_in_the_pause_after_its_last_piece_decodes_no_silence() -> None:
+@pytest.mark.parametrize(("resumed_s", "max_utterance_s"), [(1.0, 3.65), (1.5, 4.2)])
+def test_an_utterance_cut_in_the_pause_after_its_last_piece_decodes_no_silence(
+        resumed_s: float, max_utterance_s: float) -> None:
     """Over-long speech is cut at its quietest recent frame (``max_utterance_s``): when that lies in the pause
-    that closed a piece, what follows the piece is silence. Decoded on its own, Whisper-base called 170 ms of it
-    "Thank you." (check-half live bench, the long-form reading): as the script does here for any audio
-    without a tone."""
-    audio = np.concatenate([silence(0.3), tone(3.0, 300), silence(0.45), tone(1.0, 500), silence(1.0)])
+    that closed a piece, what follows the piece is silence, whether the cut comes in that pause or once speech
+    has resumed. Decoded on its own, Whisper-base called 170 ms of it "Thank you." (check-half live bench, the
+    long-form reading): as the script does here for any audio without a tone."""
+    audio = np.concatenate([silence(0.3), tone(3.0, 300), silence(0.45), tone(resumed_s, 500), silence(1.0)])
     asr = ScriptedAsr(script=lambda a, o: PHRASES.get(dominant_freq(a), "thank you"), delay_for=lambda r: 0.02)
     slow = replace(NO_PARTIALS.guard, min_words_per_minute=12.0)
-    events = _paced(audio, asr, replace(NO_PARTIALS, piece_s=2.5, max_utterance_s=3.65, guard=slow), 0.025, 8.0)
+    options = replace(NO_PARTIALS, piece_s=2.5, max_utterance_s=max_utterance_s, guard=slow)
+    events = _paced(audio, asr, options, 0.025, 8.0)
     assert [e.text for e in of(events, TranscriptCompleted)] == [PHRASES[300], PHRASES[500]]
     assert not [r for r in asr.requests if dominant_freq(r.audio) == 0]  # no decode of the silence alone
 

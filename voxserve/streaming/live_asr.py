@@ -222,7 +222,7 @@ class _Utterance:
     item_id: str
     start: int
     probs: list[float] = field(default_factory=list)
-    speech_end: int = 0  # where the latest frame the VAD called speech ends
+    speech_ends: list[int] = field(default_factory=list)  # where each frame the VAD called speech ends
     emitted: str = ""
     last_partial: str = ""
     partial_at: int = 0
@@ -417,7 +417,7 @@ class LiveStream:
         if self._utterance is not None:
             self._utterance.probs.append(prob)
             if prob >= self._machine.params.threshold:
-                self._utterance.speech_end = self._position
+                self._utterance.speech_ends.append(self._position)
             if self._position - self._utterance.start >= self.options.max_utterance_s * SAMPLE_RATE:
                 self._split_long_utterance()
             else:
@@ -640,7 +640,7 @@ class LiveStream:
         rest = audio[max(0, u.cut - start):]
         if u.draft is not None:
             tail = u.draft.task
-        elif not u.pieces or u.speech_end > u.cut:
+        elif not u.pieces or any(u.cut < at and at - self._frame < end for at in u.speech_ends):
             tail = asyncio.ensure_future(self._rest_text(u, list(u.pieces), rest))
         else:  # no speech after the last piece (an utterance cut in its pause): Whisper heard "Thank you." there
             tail = None
