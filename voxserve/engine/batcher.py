@@ -189,10 +189,14 @@ class MicroBatcher(Generic[T, R]):
 
     def _take_locked(self, urgent: bool) -> list[_Entry] | None:
         while not self._closed:
-            due = math.inf if not self._heap else self._due_in(self._heap[0]) if urgent else 0.0
+            if not self._heap:
+                due = math.inf
+            elif urgent:  # sleeps until the head falls due (a newly queued item wakes it sooner)
+                due = self._due_in(self._heap[0])
+            else:
+                break
             if due <= 0:
                 break
-            # An urgent worker sleeps until the head falls due (a newly queued item wakes it sooner).
             self._cond.wait(due if due < math.inf else None)
         if not self._heap:
             return None
