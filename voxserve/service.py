@@ -195,7 +195,9 @@ class Voxserve:
             diarize = None if speakers is True else speakers
             return await self._with_speakers(source, options, diarize, model=model, embedder=embedder,
                                              progress=progress, priority=priority)
-        transcriber = LongFileTranscriber(lambda: self.asr(model), self.executor, load_vad, priority)
+        fresh_after_s = self.settings.chunking.vad_fresh_after_s
+        transcriber = LongFileTranscriber(lambda: self.asr(model), self.executor, lambda: load_vad(fresh_after_s),
+                                          priority)
         return await transcriber.run(source, options, progress, on_text)
 
     def transcribe(self, source: Source, options: LongAsrOptions | None = None, **kwargs: Any) -> Transcript:

@@ -64,11 +64,12 @@ def load_asr(name_or_path: str, options: AsrLoadOptions | None = None) -> AsrMod
     return CTranslate2Whisper(path, name, options)
 
 
-def load_vad() -> VadModel:
-    """A fresh Silero VAD for one file or stream."""
+def load_vad(fresh_after_s: float = 0.0) -> VadModel:
+    """A fresh Silero VAD for one file or stream; with ``fresh_after_s``, a second state restarts after each such
+    stretch of quiet (:class:`voxserve.backends.vad.silero.SileroVad`)."""
     from voxserve.backends.vad.silero import SileroVad
 
-    return SileroVad()
+    return SileroVad(fresh_after_s=fresh_after_s)
 
 
 def load_live_vad() -> VadModel:

@@ -143,7 +143,7 @@ class LongformBench:
         windows: list[tuple[np.ndarray, DecodeOptions]] = []  # each chunk with its first attempt's window
         for path in self.config.files:
             audio = decode_audio(path)
-            vad = load_vad()
+            vad = load_vad(self.vox.settings.chunking.vad_fresh_after_s)
             probs = vad.probabilities(audio)
             for plan in plan_chunks(probs, len(audio), options.chunking):
                 w = np.concatenate([audio[p.file_start : p.file_end] for p in plan.pieces])
