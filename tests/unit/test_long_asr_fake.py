@@ -25,8 +25,8 @@ from voxserve.engine.batcher import BatcherConfig, MicroBatcher
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import AsrService
 from voxserve.errors import InvalidInput, ModelUnavailable
-from voxserve.pipelines.chunking import ChunkParams
 from voxserve.pipelines import long_asr
+from voxserve.pipelines.chunking import ChunkParams
 from voxserve.pipelines.long_asr import LongAsrOptions, LongFileTranscriber
 from voxserve.types import SAMPLE_RATE, ChunkReport, Transcript
 
