@@ -25,7 +25,6 @@ from voxserve.engine.batcher import BatcherConfig, MicroBatcher
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import AsrService
 from voxserve.errors import InvalidInput, ModelUnavailable
-from voxserve.pipelines import long_asr
 from voxserve.pipelines.chunking import ChunkParams
 from voxserve.pipelines.long_asr import LongAsrOptions, LongFileTranscriber
 from voxserve.types import SAMPLE_RATE, ChunkReport, Transcript
@@ -201,13 +200,6 @@ def report_for(t: Transcript, request: AsrRequest, asr: BurstAsr) -> ChunkReport
     """The report of the chunk whose audio a request holds (by the bursts in it)."""
     found = asr.found(request.audio)
     return report_with(t, found[0][0]) if found else None
-
-
-@pytest.fixture(autouse=True)
-def _one_word_per_burst(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A tone burst of 1.5-3 s is one word here, slower than any speech: the word-rate check of joined pieces
-    (``long_asr.MIN_WORD_RATE``, tested in test_unheard_pieces.py) is off; the uncovered-stretch check stays."""
-    monkeypatch.setattr(long_asr, "MIN_WORD_RATE", 0.0)
 
 
 # -------------------------------------------------------------------------------------------- tests

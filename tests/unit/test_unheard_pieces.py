@@ -41,15 +41,6 @@ def test_a_piece_no_word_reaches_is_unheard() -> None:
     assert unheard_pieces(plan, _said(*_words(0, 4, 2.5), *_words(7, 12, 3.0))) == [1]
 
 
-def test_a_skipped_piece_under_one_word_stretched_over_it_is_unheard() -> None:
-    # Seen: Whisper stopped after the first piece; the aligner laid the next sentence's first words ("On",
-    # "the whole,") over two clips of 4 and 2 s that were never transcribed. The 4 s one is caught, and the
-    # chunk is then decoded again cut at every join.
-    plan = _plan(5.0, 4.0, 2.0, 3.0)
-    result = _said(*_words(0, 5, 2.5), (5.1, 8.8), (9.0, 9.5), (9.6, 10.9), *_words(11, 14, 2.5))
-    assert unheard_pieces(plan, result) == [1]
-
-
 def test_a_short_piece_with_one_word_is_heard() -> None:
     plan = _plan(4.0, 0.9, 4.0)  # "No." alone between two sentences
     assert unheard_pieces(plan, _said(*_words(0, 4, 2.5), (4.1, 4.6), *_words(4.9, 8.9, 2.5))) == []
@@ -60,8 +51,8 @@ def test_slow_speech_at_one_word_a_second_is_heard() -> None:
     assert unheard_pieces(plan, _said(*_words(0, 6, 1.0), *_words(6, 12, 2.0))) == []
 
 
-def test_a_piece_of_two_seconds_with_no_word_in_its_middle_is_unheard() -> None:
-    plan = _plan(3.0, 2.5, 3.0)
-    # one word reaches into the 2.5 s piece from its neighbour, its middle outside: no uncovered 2 s stretch
-    result = _said(*_words(0, 2.5, 2.0), (2.6, 3.6), *_words(5.5, 8.5, 2.0))
-    assert unheard_pieces(plan, result) == [1]
+def test_a_piece_of_fillers_the_model_leaves_out_is_heard() -> None:
+    # "but um ... but um": Whisper writes fillers as nothing. Judging pieces by words per second called such a
+    # piece unheard and re-decoded mfa_crossword in pieces, losing its key-term spelling; it is not a rule.
+    plan = _plan(3.0, 2.6, 3.0)
+    assert unheard_pieces(plan, _said(*_words(0, 3, 2.5), (4.0, 4.3), *_words(5.6, 8.6, 2.5))) == []

@@ -606,31 +606,13 @@ MAX_UNHEARD_S = 2.0
 decoder skipped (Whisper's word timings stretch words over short pauses; VAD pieces hold speech)."""
 
 
-MIN_WORD_RATE = 0.5
-"""Words per second of a joined piece (by the words whose middle lies in it) below which the piece's speech
-counts as skipped. When Whisper stops early in a window that joins speech from far apart, the alignment
-stretches the last words it did say over the speech it skipped (seen: "On" and "the whole," laid over two
-clips of 4 and 2 s that were never transcribed), so no long stretch is left uncovered. Chosen with
-:data:`MIN_RATED_S` on the tune-half programs (docs/benchmarks.md): 0.5 or 0.8 words/s over pieces of 2 s
-gave the same text (deletions 10 -> 3 of 2,065 words) with fewer retries than over pieces of 1 s (45 against
-48-52, 39 without the rule); the lower rate is kept, the one less likely to call slow speech skipped."""
-
-MIN_RATED_S = 2.0
-"""Pieces shorter than this are not judged by their word rate (a filler alone, a short answer)."""
-
-
 def unheard_pieces(plan: ChunkPlan, result: AsrResult) -> list[int]:
-    """Indices of the plan's pieces that the decoder skipped: a stretch of :data:`MAX_UNHEARD_S` or more that
-    no word of the result covers, or fewer words than :data:`MIN_WORD_RATE` per second of the piece."""
+    """Indices of the plan's pieces holding a stretch of :data:`MAX_UNHEARD_S` or more that no word of the
+    result covers: speech the decoder skipped."""
     limit = int(MAX_UNHEARD_S * SAMPLE_RATE)
     missing = []
     for i, piece in enumerate(plan.pieces):
         lo, hi = piece.local_start, piece.local_start + piece.length
-        if piece.length >= MIN_RATED_S * SAMPLE_RATE:
-            said = sum(1 for w in result.words if lo <= (w.start + w.end) // 2 < hi)
-            if said < MIN_WORD_RATE * piece.length / SAMPLE_RATE:
-                missing.append(i)
-                continue
         inside = sorted((max(lo, w.start), min(hi, w.end)) for w in result.words if w.end > lo and w.start < hi)
         edge = lo
         for start, end in inside:
