@@ -81,7 +81,7 @@ class ChunkSettings(_Frozen):
     speech_pad_ms: int = Field(200, ge=0)
     vad_fresh_after_s: float = Field(
         1.0, ge=0.0, description="Every this much quiet in a row, a second VAD state starts afresh and each frame is "
-        "scored by the likelier of the two (0 = one state, about half the VAD work). One state drifts in long "
+        "scored by the likelier of the two (0 = one state, about a quarter less VAD work). One state drifts in long "
         "files: quiet speech after loud speech was scored 0.05-0.2 instead of 0.6-1.0 and lost.")
 
 

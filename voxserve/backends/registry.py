@@ -75,9 +75,9 @@ def load_vad(fresh_after_s: float = 0.0) -> VadModel:
 def load_live_vad() -> VadModel:
     """A Silero VAD for one live stream: a second state that restarts in quiet keeps quiet speech that follows
     loud speech or long silence (:data:`voxserve.backends.vad.silero.FRESH_AFTER_S`)."""
-    from voxserve.backends.vad.silero import FRESH_AFTER_S, SileroVad
+    from voxserve.backends.vad.silero import FRESH_AFTER_S
 
-    return SileroVad(fresh_after_s=FRESH_AFTER_S)
+    return load_vad(FRESH_AFTER_S)
 
 
 # ------------------------------------------------------------------------------------- diarization

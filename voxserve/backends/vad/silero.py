@@ -14,9 +14,9 @@ QUIET_P = 0.2
 """A frame scored below this is quiet (speech thresholds are 0.3 offline and 0.5 live)."""
 
 FRESH_AFTER_S = 1.0
-"""Live streams and long files (``chunking.vad_fresh_after_s``): every this much quiet in a row, a second Silero state starts afresh beside the stream's own,
-and each frame is scored by the likelier of the two. Silero's state drifts in long quiet and after loud
-speech, both ways: the quiet, hoarse speech of mfa_cold_corpus (tune half) was scored speech on 92 % of its
+"""Live streams and long files (``chunking.vad_fresh_after_s``): every this much quiet in a row, a second
+Silero state starts afresh beside the stream's own, and each frame is scored by the likelier of the two.
+Silero's state drifts in long quiet and after loud speech, both ways: the quiet, hoarse speech of mfa_cold_corpus (tune half) was scored speech on 92 % of its
 first sentence from a fresh state, on 6 % after a loud LJ Speech clip and 3 s of silence and on 0 % after
 30 s of -60 dBFS noise (a live session lost its first sentences); falsetto (mfa_falsetto2) after other
 speech was heard on 29 % of its frames by the state that had heard it, on 2 % by a fresh one. A second of

@@ -149,7 +149,7 @@ def pipeline_rtfx(model_dir: Path, args: argparse.Namespace, batch: int, audio: 
         wall = time.perf_counter() - started
     finally:
         vox.close()
-    vad = load_vad()
+    vad = load_vad(settings.chunking.vad_fresh_after_s)  # the VAD the pipeline ran
     started = time.perf_counter()
     vad.probabilities(audio)
     vad_s = time.perf_counter() - started
