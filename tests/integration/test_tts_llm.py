@@ -8,6 +8,8 @@ decoding (equal to whole decoding), batching across streams, and streams not mix
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -93,25 +95,54 @@ def test_windowed_snac_decoding_equals_whole_decoding(models: tuple[OrpheusLm, S
 
 def test_concurrent_llm_streams_do_not_mix_and_share_decoder_batches(tts: TtsService) -> None:
     texts = ["Hello there.", "A different sentence entirely.", "Third one!"]
+    batcher = tts.pool.voice("tara").decoder.batcher
+    decode = batcher._fn
+    calls: list[list[bytes]] = []
+    owner: dict[bytes, set[int]] = {}  # each window's frames -> the streams (by index) that decoded them alone
+    streams_queued = threading.Event()
+
+    def queued_owners() -> set[int]:
+        with batcher._cond:
+            frames = [np.asarray(e.item).tobytes() for e in batcher._heap]
+        return set().union(*(owner.get(f, set()) for f in frames))
+
+    def recording(items: list[Any]) -> Any:
+        calls.append([np.asarray(i).tobytes() for i in items])
+        if together_started.is_set() and not streams_queued.is_set():
+            # Hold the first call until windows of two other streams wait behind it (how streams overlap on a
+            # busy decoder), whatever this CPU's speed: the next call must then take them as one batch.
+            deadline = time.monotonic() + 20
+            while len(queued_owners()) < 2 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            streams_queued.set()
+        return decode(items)
+
+    together_started = threading.Event()
+    batcher._fn = recording
 
     async def one(text: str, seed: int) -> np.ndarray:
         return (await tts.synthesize(text, options=SpeakOptions(seed=seed))).audio
 
-    async def alone() -> list[np.ndarray]:
-        return [await one(t, i) for i, t in enumerate(texts)]
+    expected = []
+    for i, text in enumerate(texts):
+        first = len(calls)
+        expected.append(asyncio.run(one(text, i)))
+        for call in calls[first:]:
+            for frames in call:
+                owner.setdefault(frames, set()).add(i)
+    together_started.set()
+    first = len(calls)
 
     async def together() -> list[np.ndarray]:
         return list(await asyncio.gather(*(one(t, i) for i, t in enumerate(texts))))
 
-    sizes: list[int] = []
-    batcher = tts.pool.voice("tara").decoder.batcher
-    batcher._observer = type("O", (), {"on_batch": lambda self, n, size, *a: sizes.append(size)})()
-    expected = asyncio.run(alone())
     got = asyncio.run(together())
     for e, g in zip(expected, got, strict=True):
         assert e.shape == g.shape and e.shape[0] % 2048 == 0
         assert float(np.max(np.abs(e - g))) < 1e-4
-    assert max(sizes) > 1  # windows of different streams were decoded in one batch
+    assert sum(len(c) for c in calls[first:]) == sum(len(c) for c in calls[:first])  # the same windows, once each
+    mixed = [c for c in calls[first:] if len(c) > 1 and len(set().union(*(owner[f] for f in c))) > 1]
+    assert mixed, "windows of different streams were never decoded in one batch"
 
 
 def test_stream_chunks_and_voices(tts: TtsService) -> None:
