@@ -56,3 +56,13 @@ def test_a_piece_of_fillers_the_model_leaves_out_is_heard() -> None:
     # piece unheard and re-decoded mfa_crossword in pieces, losing its key-term spelling; it is not a rule.
     plan = _plan(3.0, 2.6, 3.0)
     assert unheard_pieces(plan, _said(*_words(0, 3, 2.5), (4.0, 4.3), *_words(5.6, 8.6, 2.5))) == []
+
+
+def test_words_stretched_over_a_skipped_piece_cover_nothing() -> None:
+    # "you know, Montreal forced aligner. Unless a system ..." came back "Unless a system ...": the aligner laid
+    # "Unless" and "a" over the skipped speech, 1.5 s each, so no stretch of it was left without a word.
+    plan = _plan(1.0, 1.5, 2.7, 6.4)
+    said = _said((1.5, 3.0), (3.0, 4.5), *_words(5.9, 11.6, 2.5))
+    assert unheard_pieces(plan, said) == [2]
+    slow = _said((1.5, 2.8), (2.8, 4.1), *_words(4.1, 11.6, 2.5))  # a slow reader's long words still count
+    assert unheard_pieces(plan, slow) == []
