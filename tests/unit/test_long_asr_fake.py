@@ -8,6 +8,7 @@ which words each request holds and where they must land on the file's timeline.
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -151,13 +152,14 @@ class BurstAsr(FakeAsr):
 
 
 class ToneTranscriber(LongFileTranscriber):
-    """The transcriber with the guard's word-rate floor of an earlier default: a tone burst says one word in
-    2-3 s of "speech", slower than the floor for real speech (30 words a minute) allows."""
+    """The transcriber with the guard's word-rate floor of an earlier default and no limit on a word's length:
+    a tone burst says one word in 2-3 s of "speech", slower than the floor for real speech (30 words a minute)
+    allows, and longer than a real word lasts (``GuardConfig.max_word_s``)."""
 
     async def run(self, source: Any, options: LongAsrOptions | None = None, *args: Any, **kw: Any) -> Transcript:
-        """Transcribe with the tones' word-rate floor."""
+        """Transcribe with the tones' word-rate floor and word length."""
         options = options or LongAsrOptions()
-        tones = replace(options, guard=replace(options.guard, min_words_per_minute=12.0))
+        tones = replace(options, guard=replace(options.guard, min_words_per_minute=12.0, max_word_s=math.inf))
         return await super().run(source, tones, *args, **kw)
 
 

@@ -48,6 +48,11 @@ class GuardConfig:
             fails when a quarter of its words are.
         loop_compression_ratio: text that compresses better than this is a loop by itself (a chorus said
             four times measured at most 4.1, decoder loops 7-18).
+        max_word_s: a word the aligner stretched over this long covers no speech when a packed chunk is checked
+            for skipped pieces: Whisper had stopped early or skipped ahead ("you know, Montreal forced aligner.
+            Unless a system ..." came back "Unless a system ...", its "Unless" and "a" 1.5 s each over the
+            skipped clip). Tune half (8 programs as files): the longest real word, a year read aloud, lasted
+            1.06 s inside its chunk.
     """
 
     max_compression_ratio: float = 2.4
@@ -64,6 +69,7 @@ class GuardConfig:
     loop_min_avg_logprob: float = -0.7
     min_word_s: float = 0.03
     loop_compression_ratio: float = 6.0
+    max_word_s: float = 1.4
     enabled: bool = True
 
     @classmethod

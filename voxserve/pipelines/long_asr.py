@@ -356,7 +356,7 @@ class LongFileTranscriber:
             )
             verdict = assess(result.text, result.avg_logprob, result.no_speech_prob, len(audio), result.language,
                              options.guard, evidence)
-            unheard = joined and not verdict.silence and bool(unheard_pieces(plan, result))
+            unheard = joined and not verdict.silence and bool(unheard_pieces(plan, result, options.guard.max_word_s))
             if unheard:
                 verdict = replace(verdict, passed=False, reasons=(*verdict.reasons, "unheard_speech"))
             attempts.append((result, verdict))
@@ -606,20 +606,12 @@ MAX_UNHEARD_S = 2.0
 decoder skipped (Whisper's word timings stretch words over short pauses; VAD pieces hold speech)."""
 
 
-MAX_WORD_S = 1.4
-"""A word the aligner stretched over this long covers no speech: Whisper had stopped early or skipped ahead
-("you know, Montreal forced aligner. Unless a system ..." came back "Unless a system ...", its "Unless" and "a"
-1.5 s each over the skipped clip). Tune half (8 programs as files): the longest real word, a year read aloud,
-lasted 1.06 s inside its chunk."""
-
-
-def unheard_pieces(plan: ChunkPlan, result: AsrResult) -> list[int]:
+def unheard_pieces(plan: ChunkPlan, result: AsrResult, max_word_s: float = GuardConfig.max_word_s) -> list[int]:
     """Indices of the plan's pieces holding a stretch of :data:`MAX_UNHEARD_S` or more that no word of the
-    result covers (a word stretched over :data:`MAX_WORD_S` or more covers nothing): speech the decoder
-    skipped."""
+    result covers (a word stretched over ``max_word_s`` or more covers nothing,
+    :attr:`~voxserve.pipelines.guard.GuardConfig.max_word_s`): speech the decoder skipped."""
     limit = int(MAX_UNHEARD_S * SAMPLE_RATE)
-    longest = MAX_WORD_S * SAMPLE_RATE
-    words = [w for w in result.words if w.end - w.start < longest]
+    words = [w for w in result.words if w.end - w.start < max_word_s * SAMPLE_RATE]
     missing = []
     for i, piece in enumerate(plan.pieces):
         lo, hi = piece.local_start, piece.local_start + piece.length
