@@ -99,6 +99,7 @@ def test_concurrent_llm_streams_do_not_mix_and_share_decoder_batches(tts: TtsSer
     decode = batcher._fn
     calls: list[list[bytes]] = []
     owner: dict[bytes, set[int]] = {}  # each window's frames -> the streams (by index) that decoded them alone
+    together_started = threading.Event()  # set once each text was synthesized alone
     streams_queued = threading.Event()
 
     def queued_owners() -> set[int]:
@@ -117,7 +118,6 @@ def test_concurrent_llm_streams_do_not_mix_and_share_decoder_batches(tts: TtsSer
             streams_queued.set()
         return decode(items)
 
-    together_started = threading.Event()
     batcher._fn = recording
 
     async def one(text: str, seed: int) -> np.ndarray:

@@ -16,12 +16,13 @@ QUIET_P = 0.2
 FRESH_AFTER_S = 1.0
 """Live streams and long files (``chunking.vad_fresh_after_s``): every this much quiet in a row, a second
 Silero state starts afresh beside the stream's own, and each frame is scored by the likelier of the two.
-Silero's state drifts in long quiet and after loud speech, both ways: the quiet, hoarse speech of mfa_cold_corpus (tune half) was scored speech on 92 % of its
-first sentence from a fresh state, on 6 % after a loud LJ Speech clip and 3 s of silence and on 0 % after
-30 s of -60 dBFS noise (a live session lost its first sentences); falsetto (mfa_falsetto2) after other
-speech was heard on 29 % of its frames by the state that had heard it, on 2 % by a fresh one. A second of
-quiet already ends any live utterance (turns end at 0.5 s), so the fresh state loses nothing there. In long
-files the one-state VAD lost that clip inside packed chunks in 4 of 8 tune-half programs."""
+Silero's state drifts in long quiet and after loud speech, both ways: the quiet, hoarse speech of
+mfa_cold_corpus (tune half) was scored speech on 92 % of its first sentence from a fresh state, on 6 % after a
+loud LJ Speech clip and 3 s of silence and on 0 % after 30 s of -60 dBFS noise (a live session lost its first
+sentences); falsetto (mfa_falsetto2) after other speech was heard on 29 % of its frames by the state that had
+heard it, on 2 % by a fresh one. A second of quiet already ends any live utterance (turns end at 0.5 s), so the
+fresh state loses nothing there. In long files the one-state VAD lost that clip inside packed chunks in 4 of 8
+tune-half programs."""
 
 AGREE_P = 0.15
 """Two states whose speech probabilities differ by less than this agree on a frame."""
