@@ -152,26 +152,31 @@ class BurstAsr(FakeAsr):
 
 
 class ToneTranscriber(LongFileTranscriber):
-    """The transcriber with the guard's word-rate floor of an earlier default and no limit on a word's length:
-    a tone burst says one word in 2-3 s of "speech", slower than the floor for real speech (30 words a minute)
-    allows, and longer than a real word lasts (``GuardConfig.max_word_s``)."""
+    """The transcriber with the guard's word-rate floor of an earlier default, no limit on a word's length and no
+    floor on a piece's words: a tone burst says one word in 2-3 s of "speech", slower than the floor for real
+    speech (30 words a minute) allows, longer than a real word lasts (``GuardConfig.max_word_s``), and sparser
+    than a piece of real speech (``GuardConfig.min_piece_words_per_s``)."""
 
     async def run(self, source: Any, options: LongAsrOptions | None = None, *args: Any, **kw: Any) -> Transcript:
         """Transcribe with the tones' word-rate floor and word length."""
         options = options or LongAsrOptions()
-        tones = replace(options, guard=replace(options.guard, min_words_per_minute=12.0, max_word_s=math.inf))
+        tones = replace(options, guard=replace(options.guard, min_words_per_minute=12.0, max_word_s=math.inf,
+                                                  min_piece_words_per_s=0.0))
         return await super().run(source, tones, *args, **kw)
 
 
 @contextmanager
 def transcriber(
-    asr: FakeAsr, config: BatcherConfig | None = None, vad: Callable[[], FakeVad] = FakeVad
+    asr: FakeAsr, config: BatcherConfig | None = None, vad: Callable[[], FakeVad] = FakeVad, *, tones: bool = True
 ) -> Iterator[LongFileTranscriber]:
+    """A transcriber on ``asr``; ``tones``: with the guard loosened for bursts of 2-3 s (:class:`ToneTranscriber`),
+    else the guard's defaults (bursts as short as words)."""
     config = config or BatcherConfig(max_batch_size=4, max_wait_ms=2, offline_wait_ms=10, workers=1)
     batcher = MicroBatcher(asr.transcribe_batch, config, name="fake")
     executor = BlockingExecutor()
+    kind = ToneTranscriber if tones else LongFileTranscriber
     try:
-        yield ToneTranscriber(AsrService(asr, batcher), executor, vad)
+        yield kind(AsrService(asr, batcher), executor, vad)
     finally:
         batcher.close()
         executor.shutdown()
@@ -346,6 +351,52 @@ def test_a_window_that_stops_early_is_heard_in_the_full_window_then_in_halves_ne
     else:
         check_words(t, bursts)
         assert all(report.attempts <= 2 and not report.rechunked for report in t.stats.chunk_reports)
+
+
+# Three pieces of five word-long bursts each (2.6 s of speech a piece), 1 s apart: one packed chunk.
+WORDS_LAYOUT = [(1.0 if k % 5 == 0 else 0.15, 0.4) for k in range(15)]
+
+
+@dataclass
+class SkipsPieceAsr(BurstAsr):
+    """Says only the middle word of the second piece in a window that holds ``skip_in`` bursts or more, as
+    whisper-base skipped a clip of a packed chunk while the aligner spread other words over it."""
+
+    skip_in: int = 15
+
+    def _result(self, req: AsrRequest) -> AsrResult:
+        result = super()._result(req)
+        if len(self.found(req.audio)) < self.skip_in:
+            return result
+        gone = {b.word for b in self.bursts[5:10]} - {self.bursts[7].word}
+        words = tuple(w for w in result.words if w.text not in gone)
+        text = " ".join(w for w in result.text.split() if w not in gone)
+        return replace(result, text=text, tokens=result.tokens[: len(text.split())], words=words)
+
+
+def test_a_piece_the_whole_window_skipped_is_heard_in_halves() -> None:
+    audio, bursts = synth(WORDS_LAYOUT)
+    asr = SkipsPieceAsr(bursts=bursts)
+    with transcriber(asr, tones=False) as tr:
+        t = run(tr.run(wav(audio)))
+    assert t.text == " ".join(b.word for b in bursts)
+    (report,) = t.stats.chunk_reports
+    assert report.rechunked and report.passed and "thin_speech" in report.reasons
+    assert report.attempts == 3  # the whole window once, then each half once
+
+
+def test_halves_that_hear_no_more_leave_the_chunk_its_own_text() -> None:
+    # A piece the decoder writes as one word however it is cut (fillers, a year): the halves add nothing.
+    audio, bursts = synth(WORDS_LAYOUT)
+    asr = SkipsPieceAsr(bursts=bursts, skip_in=5)
+    with transcriber(asr, tones=False) as tr:
+        t = run(tr.run(wav(audio)))
+    assert t.text.split() == [b.word for k, b in enumerate(bursts) if not 5 <= k < 10 or k == 7]
+    (report,) = t.stats.chunk_reports
+    # The whole window, its halves, and the half that still held the thin piece beside another piece cut again:
+    # bounded by the pieces, and all of it counted in the chunk's report.
+    assert report.rechunked and report.passed and report.attempts == 5
+    assert "thin_speech" not in report.reasons
 
 
 def test_progress_is_monotonic_and_ends_at_the_total() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from voxserve.backends.base import AsrResult, TimedWord
 from voxserve.pipelines.chunking import ChunkPlan, Piece
-from voxserve.pipelines.long_asr import unheard_pieces
+from voxserve.pipelines.long_asr import thin_pieces, unheard_pieces
 
 SR = 16_000
 
@@ -66,3 +66,19 @@ def test_words_stretched_over_a_skipped_piece_cover_nothing() -> None:
     assert unheard_pieces(plan, said) == [2]
     slow = _said((1.5, 2.8), (2.8, 4.1), *_words(4.1, 11.6, 2.5))  # a slow reader's long words still count
     assert unheard_pieces(plan, slow) == []
+
+
+def test_a_piece_with_a_word_or_two_spread_over_it_is_thin() -> None:
+    # A skipped clip that came back as "On" and "the whole," (1.1 s each, 1-1.5 s apart): every stretch of it
+    # lies within 2 s of a word, but its 5 s of speech hold three words.
+    plan = _plan(4.0, 2.2, 2.9, 4.0)
+    said = _said(*_words(0, 4, 2.5), (4.6, 5.7), (7.2, 7.3), (7.3, 8.4), *_words(9.1, 13.1, 2.5))
+    assert unheard_pieces(plan, said) == []
+    assert thin_pieces(plan, said) == [1, 2]
+
+
+def test_slow_speech_fillers_and_short_pieces_are_not_thin() -> None:
+    plan = _plan(6.0, 4.1, 1.9, 4.0)  # a slow reader; "Montreal forced um ... um"; "1813." alone
+    said = _said(*_words(0, 6, 1.0), *_words(6, 10.1, 1.0), (10.3, 11.4), *_words(12.0, 16.0, 2.5))
+    assert thin_pieces(plan, said) == []
+    assert thin_pieces(plan, said, min_words_per_s=1.5) == [0, 1]  # the floor is the caller's

@@ -53,6 +53,12 @@ class GuardConfig:
             Unless a system ..." came back "Unless a system ...", its "Unless" and "a" 1.5 s each over the
             skipped clip). Tune half (8 programs as files): the longest real word, a year read aloud, lasted
             1.06 s inside its chunk.
+        min_piece_words_per_s: a piece of a packed chunk with at least 2 s of speech and fewer words than this
+            a second (a word counted in the piece its middle lies in) may hold speech the decoder skipped while
+            the aligner spread the next words over it: the chunk is decoded again cut at its joins, and the
+            halves' text is kept only when it holds more words (see ``long_asr.thin_pieces``). Tune half (8
+            programs as files): the sparsest piece of real speech said 0.98 words a second ("Montreal forced
+            um ... um ..."), the pieces Whisper skipped 0-0.36.
     """
 
     max_compression_ratio: float = 2.4
@@ -70,6 +76,7 @@ class GuardConfig:
     min_word_s: float = 0.03
     loop_compression_ratio: float = 6.0
     max_word_s: float = 1.4
+    min_piece_words_per_s: float = 0.8
     enabled: bool = True
 
     @classmethod

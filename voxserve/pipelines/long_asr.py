@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -361,7 +362,11 @@ class LongFileTranscriber:
                 verdict = replace(verdict, passed=False, reasons=(*verdict.reasons, "unheard_speech"))
             attempts.append((result, verdict))
             if verdict.passed:
-                return self._accept(plan, attempts, rechunked=False)
+                accepted = self._accept(plan, attempts, rechunked=False)
+                thin = thin_pieces(plan, result, options.guard.min_piece_words_per_s) if joined else []
+                if thin and len(audio) >= _MIN_RECHUNK_SAMPLES:
+                    return await self._heard_more(plan, audio, decode, options, attempts, accepted, thin)
+                return accepted
             if unheard:  # Whisper stopped before some of the joined speech: cut at the joins, not retry whole
                 break
             if opts.window == "full" and set(verdict.reasons) <= _THIN:  # beam search and penalties add no words
@@ -378,6 +383,27 @@ class LongFileTranscriber:
                     return self._merge(plan, attempts, list(subs))
                 tried = sum(s.report.attempts for s in subs)
         return self._accept(plan, attempts, rechunked=tried > 0, failed=True, extra_attempts=tried)
+
+    async def _heard_more(
+        self, plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions, options: LongAsrOptions,
+        attempts: list[tuple[AsrResult, Verdict]], accepted: _Outcome, thin: list[int],
+    ) -> _Outcome:
+        """A passing chunk with thin pieces (:func:`thin_pieces`) decoded again cut at its joins: the halves'
+        text replaces the chunk's only when it holds at least one more word per second of the thin pieces'
+        speech (speech the whole decode skipped); otherwise the chunk keeps its own text (halves that only
+        spell a word differently, or hear a filler as a word, change nothing), and its report counts the
+        halves' attempts."""
+        parts = split_in_two(plan, audio)
+        if len(parts) != 2:
+            return accepted
+        first_lang = replace(decode, language=decode.language or attempts[0][0].language)
+        subs = await asyncio.gather(*(self._recognize(p, a, first_lang, options, allow_rechunk=False) for p, a in parts))
+        thin_s = sum(plan.pieces[i].length for i in thin) / SAMPLE_RATE
+        if _word_count([s.texts for s in subs]) >= _word_count([accepted.texts]) + math.ceil(thin_s):
+            merged = self._merge(plan, attempts, list(subs))
+            return replace(merged, report=replace(merged.report, reasons=(*merged.report.reasons, "thin_speech")))
+        tried = sum(s.report.attempts for s in subs)
+        return self._accept(plan, attempts, rechunked=True, extra_attempts=tried)
 
     async def _decode(self, audio: np.ndarray, opts: DecodeOptions, keyterms: tuple[str, ...]) -> AsrResult:
         """One decode, with the key terms' glossary ahead of the prompt when there are any."""
@@ -626,6 +652,30 @@ def unheard_pieces(plan: ChunkPlan, result: AsrResult, max_word_s: float = Guard
                 continue
         missing.append(i)
     return missing
+
+
+def thin_pieces(plan: ChunkPlan, result: AsrResult, min_words_per_s: float = GuardConfig.min_piece_words_per_s
+                ) -> list[int]:
+    """Indices of the plan's pieces of :data:`MAX_UNHEARD_S` or more in which the result says fewer than
+    ``min_words_per_s`` words a second (a word counted in the piece its middle lies in): speech the decoder may
+    have skipped while the aligner spread the next words over it, each shorter than
+    :attr:`~voxserve.pipelines.guard.GuardConfig.max_word_s` and closer together than :data:`MAX_UNHEARD_S`
+    (check half: a skipped clip came back as "On" and "the whole," 1.1 s each)."""
+    limit = int(MAX_UNHEARD_S * SAMPLE_RATE)
+    thin = []
+    for i, piece in enumerate(plan.pieces):
+        if piece.length < limit:
+            continue
+        lo, hi = piece.local_start, piece.local_start + piece.length
+        said = sum(1 for w in result.words if lo <= (w.start + w.end) // 2 < hi)
+        if said < min_words_per_s * piece.length / SAMPLE_RATE:
+            thin.append(i)
+    return thin
+
+
+def _word_count(texts: list[list[ChunkText]]) -> int:
+    """Words in the chunk texts of several outcomes."""
+    return sum(len(t.text.split()) for ts in texts for t in ts)
 
 
 def _cut(buffer: np.ndarray, buffer_start: int, plan: ChunkPlan) -> np.ndarray:
