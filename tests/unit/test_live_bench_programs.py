@@ -10,6 +10,7 @@ import pytest
 
 from voxserve.bench.live import interleave, make_programs
 from voxserve.bench.longfile import _long_form_half, reading_runs
+from voxserve.eval.normalize import normalize_english
 from voxserve.eval.split import LONG_FORM
 from voxserve.types import SAMPLE_RATE
 
@@ -26,6 +27,14 @@ def test_the_readings_half_is_cut_at_sentence_ends_into_runs_of_at_least_30_s(da
     assert " ".join(text for _, text in runs) == reference
     covered = sum(len(a) for a, _ in runs)
     assert len(audio) - SAMPLE_RATE < covered <= len(audio)
+
+
+def test_the_readings_words_in_parentheses_are_in_its_reference(data_dir: Path) -> None:
+    # The reader says "(which also was printed at Maintz by Peter Schoeffer in the year fourteen sixty-two)"; the
+    # WER normalizer drops text in parentheses, so the reference keeps the words without them.
+    _, reference = _long_form_half(data_dir / "corpus" / "long" / f"{LONG_FORM}.flac", "check")
+    assert "(" not in reference and ")" not in reference
+    assert "which also was printed at maintz by peter schoeffer" in normalize_english(reference)
 
 
 def test_a_corpus_without_the_reading_has_no_runs(tmp_path: Path) -> None:
