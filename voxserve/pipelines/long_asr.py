@@ -373,16 +373,26 @@ class LongFileTranscriber:
                 break
         tried = 0
         if (allow_rechunk or unheard) and len(audio) >= _MIN_RECHUNK_SAMPLES:
-            parts = split_in_two(plan, audio)
-            if len(parts) == 2:
-                first_lang = replace(decode, language=decode.language or attempts[0][0].language)
-                subs = await asyncio.gather(
-                    *(self._recognize(p, a, first_lang, options, allow_rechunk=False) for p, a in parts)
-                )  # a half that again drops joined speech is cut again (bounded by its number of pieces)
-                if all(s.report.passed for s in subs) or unheard:  # halves hear more than the whole did
-                    return self._merge(plan, attempts, list(subs))
-                tried = sum(s.report.attempts for s in subs)
+            subs = await self._halves(plan, audio, decode, options, attempts)
+            if subs and (all(s.report.passed for s in subs) or unheard):  # halves hear more than the whole did
+                return self._merge(plan, attempts, subs)
+            tried = sum(s.report.attempts for s in subs)
         return self._accept(plan, attempts, rechunked=tried > 0, failed=True, extra_attempts=tried)
+
+    async def _halves(
+        self, plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions, options: LongAsrOptions,
+        attempts: list[tuple[AsrResult, Verdict]],
+    ) -> list[_Outcome]:
+        """The chunk cut in two (:func:`split_in_two`) and each half recognised in the language of the chunk's
+        first attempt, without further re-chunking of its own (a half that again drops joined speech is cut
+        again, bounded by its number of pieces); empty when the chunk cannot be cut."""
+        parts = split_in_two(plan, audio)
+        if len(parts) != 2:
+            return []
+        first_lang = replace(decode, language=decode.language or attempts[0][0].language)
+        return list(await asyncio.gather(
+            *(self._recognize(p, a, first_lang, options, allow_rechunk=False) for p, a in parts)
+        ))
 
     async def _heard_more(
         self, plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions, options: LongAsrOptions,
@@ -393,14 +403,12 @@ class LongFileTranscriber:
         speech (speech the whole decode skipped); otherwise the chunk keeps its own text (halves that only
         spell a word differently, or hear a filler as a word, change nothing), and its report counts the
         halves' attempts."""
-        parts = split_in_two(plan, audio)
-        if len(parts) != 2:
+        subs = await self._halves(plan, audio, decode, options, attempts)
+        if not subs:
             return accepted
-        first_lang = replace(decode, language=decode.language or attempts[0][0].language)
-        subs = await asyncio.gather(*(self._recognize(p, a, first_lang, options, allow_rechunk=False) for p, a in parts))
         thin_s = sum(plan.pieces[i].length for i in thin) / SAMPLE_RATE
-        if _word_count([s.texts for s in subs]) >= _word_count([accepted.texts]) + math.ceil(thin_s):
-            merged = self._merge(plan, attempts, list(subs))
+        if _word_count(subs) >= _word_count([accepted]) + math.ceil(thin_s):
+            merged = self._merge(plan, attempts, subs)
             return replace(merged, report=replace(merged.report, reasons=(*merged.report.reasons, "thin_speech")))
         tried = sum(s.report.attempts for s in subs)
         return self._accept(plan, attempts, rechunked=True, extra_attempts=tried)
@@ -673,9 +681,9 @@ def thin_pieces(plan: ChunkPlan, result: AsrResult, min_words_per_s: float = Gua
     return thin
 
 
-def _word_count(texts: list[list[ChunkText]]) -> int:
-    """Words in the chunk texts of several outcomes."""
-    return sum(len(t.text.split()) for ts in texts for t in ts)
+def _word_count(outcomes: list[_Outcome]) -> int:
+    """Words in the accepted texts of several outcomes."""
+    return sum(len(t.text.split()) for o in outcomes for t in o.texts)
 
 
 def _cut(buffer: np.ndarray, buffer_start: int, plan: ChunkPlan) -> np.ndarray:
