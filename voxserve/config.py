@@ -203,8 +203,13 @@ class LiveConfig(_Frozen):
                     "the final and kept: a long utterance's final then decodes only its last piece (0 = off).")
     follow_on_s: float = Field(
         5.0, ge=-1, le=30,
-        description="An utterance within 2 s of a trusted one is heard after its audio (its text as the decoder's "
-                    "prefix) when that window is at most this much longer than its own (-1 = never).")
+        description="An utterance is heard after the speech it continues (its text as the decoder's prefix) when "
+                    "that window is at most this much longer than its own (-1 = never).")
+    # Tuned on the tune half (8 programs x 120 s, one stream at 2x real time, in-process): 2 s gave live WER
+    # 5.08 % (files 4.46 %), 8 s 4.46 %, with pauses over 1 s shortened to 1 s in the joined audio.
+    follow_on_gap_s: float = Field(
+        8.0, ge=0, le=60,
+        description="The previous utterance is the speech a new one continues when it ended at most this long before.")
     max_message_mb: float = Field(4.0, gt=0, description="Largest WebSocket message (larger ones close with 1009).")
     speaker_similarity: float = Field(
         0.7, ge=-1.0, le=1.0, description="Live speaker labels: cosine similarity to join a known speaker."

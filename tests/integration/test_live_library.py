@@ -97,24 +97,64 @@ def test_a_prefix_is_continued_and_left_out(data_dir: object) -> None:
     assert result.words[0].start >= 2.0 * 16000  # "Americans" ends near 2.3 s; no word of the prefix is kept
 
 
-def test_utterances_that_follow_closely_are_heard_after_the_speech_before(
-    facade: Voxserve, data_dir: object, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """JFK's four utterances are each less than 2 s after the one before: the last three are decoded after the
-    previous one's audio, its text as the prefix; each comes back once, without the prefix's words."""
+def _followed_texts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A list that gathers the text of every decode heard after the speech it continues."""
     from voxserve.streaming.live_asr import LiveStream
 
     followed: list[str] = []
     original = LiveStream._follow_on_text
 
-    async def spy(self: LiveStream, u: object, audio: np.ndarray) -> object:
-        result, reread = await original(self, u, audio)  # type: ignore[arg-type]
+    async def spy(self: LiveStream, before: object, audio: np.ndarray) -> object:
+        result, reread = await original(self, before, audio)  # type: ignore[arg-type]
         if result is not None:
             followed.append(result[0])
         return result, reread
 
     monkeypatch.setattr(LiveStream, "_follow_on_text", spy)
+    return followed
+
+
+def test_utterances_that_follow_closely_are_heard_after_the_speech_before(
+    facade: Voxserve, data_dir: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JFK's four utterances are each less than 2 s after the one before: the last three are decoded after the
+    previous one's audio, its text as the prefix; each comes back once, without the prefix's words."""
+    followed = _followed_texts(monkeypatch)
     texts = live_texts(facade, decode_audio(data_dir / "fw_jfk.flac"))  # type: ignore[operator]
+    assert jfk_wer(" ".join(texts)) <= 0.1, texts
+    assert len(followed) >= 2 and set(followed) <= set(texts), (followed, texts)
+    for before, after in zip(texts, texts[1:]):
+        assert not after.lower().startswith(before.lower()[:12]), texts
+
+
+def _with_longer_pauses(audio: np.ndarray, pause_s: float) -> np.ndarray:
+    """``audio`` with ``pause_s`` of silence put in the middle of each of its pauses of 0.3 s or more (20 ms
+    frames under -40 dBFS)."""
+    frame = 320
+    rms = np.sqrt(np.mean(audio[: len(audio) // frame * frame].reshape(-1, frame) ** 2, axis=1))
+    quiet = rms < 0.01
+    cuts, run = [], 0
+    for i, q in enumerate(quiet):
+        run = run + 1 if q else 0
+        if run == 15:  # 0.3 s of quiet so far: cut 0.15 s back, in its middle
+            cuts.append((i - 7) * frame)
+    parts, last = [], 0
+    for cut in cuts:
+        parts += [audio[last:cut], np.zeros(int(pause_s * 16000), dtype=np.float32)]
+        last = cut
+    return np.concatenate([*parts, audio[last:]])
+
+
+def test_utterances_after_longer_pauses_are_heard_after_the_speech_before(
+    facade: Voxserve, data_dir: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JFK with 4 s of silence in each pause: past the 2 s within which the previous text is the prompt, within
+    ``follow_on_gap_s``; each utterance is decoded after the previous one's audio (the pause shortened to 1 s),
+    its text as the prefix, and comes back once, without the prefix's words."""
+    followed = _followed_texts(monkeypatch)
+    audio = _with_longer_pauses(decode_audio(data_dir / "fw_jfk.flac"), 4.0)  # type: ignore[operator]
+    assert len(audio) > 16000 * 19  # at least two pauses were lengthened
+    texts = live_texts(facade, audio)
     assert jfk_wer(" ".join(texts)) <= 0.1, texts
     assert len(followed) >= 2 and set(followed) <= set(texts), (followed, texts)
     for before, after in zip(texts, texts[1:]):

@@ -944,8 +944,16 @@ def test_an_utterance_that_follows_closely_is_heard_after_the_previous_ones_audi
     assert not requests[1].options.prompt  # its text is the prefix, not the prompt as well
 
 
+def test_a_long_pause_is_shortened_in_the_joined_audio() -> None:
+    texts, requests = _follow_on_requests(4.0)  # past prompt_gap_s (no prompt), within follow_on_gap_s
+    assert texts == [PHRASES[300], PHRASES[500]]
+    assert [r.options.prefix for r in requests] == [None, PHRASES[300]] and not requests[1].options.prompt
+    pause = len(requests[1].audio) - len(requests[0].audio) - int(1.5 * SR)  # the second is ~1.5 s + padding
+    assert 0.8 * SR <= pause <= 1.6 * SR, pause / SR  # 4 s of quiet, shortened to joined_pause_s (1 s)
+
+
 def test_follow_on_is_only_for_close_utterances_and_never_keeps_a_repeated_prefix() -> None:
-    texts, requests = _follow_on_requests(4.0)  # past prompt_gap_s: on its own
+    texts, requests = _follow_on_requests(10.0)  # past follow_on_gap_s: on its own
     assert texts == [PHRASES[300], PHRASES[500]] and [r.options.prefix for r in requests] == [None, None]
     texts, requests = _follow_on_requests(0.8, repeats_prefix=True)  # says the prefix again: decoded alone
     assert texts == [PHRASES[300], PHRASES[500]]
@@ -1061,6 +1069,26 @@ def test_a_long_utterance_is_decoded_in_pieces_and_its_final_costs_its_last_piec
     assert done.latency_s < 0.5 * late.latency_s and late.latency_s > 0.45, (done.latency_s, late.latency_s)
 
 
+def test_the_speech_after_a_piece_is_heard_after_that_piece() -> None:
+    """With follow-on decoding, each piece after the first and the rest are decoded after the piece before
+    them (its audio first, its text as the prefix), as an utterance after the previous one is."""
+    audio = np.concatenate([silence(0.3), tone(3.0, 300), silence(0.3), tone(3.0, 500), silence(0.3),
+                            tone(1.0, 700), silence(1.0)])
+
+    def continuing(audio: np.ndarray, options: DecodeOptions) -> str:
+        return PHRASES.get(dominant_freq(audio[-SR:] if options.prefix else audio), "")
+
+    asr = ScriptedAsr(script=continuing, delay_for=lambda r: 0.1 * len(r.audio) / SR)
+    slow = replace(NO_PARTIALS.guard, min_words_per_minute=12.0)
+    events = _paced(audio, asr, replace(NO_PARTIALS, piece_s=2.5, guard=slow, follow_on_s=5.0), 0.025, 8.0)
+    (done,) = of(events, TranscriptCompleted)
+    assert done.text == " ".join(PHRASES[f] for f in (300, 500, 700))
+    joined = [r for r in asr.requests if r.options.prefix]
+    assert [r.options.prefix for r in joined] == [PHRASES[300], PHRASES[500]]
+    assert [dominant_freq(r.audio[: SR]) for r in joined] == [300, 500]  # the piece before, then the new speech
+    assert len(joined[1].audio) < 5.0 * SR  # only the last piece, not the whole utterance so far
+
+
 def test_a_dropped_draft_does_not_cancel_the_piece_it_waits_for() -> None:
     """A piece still decoding, then a pause (a draft starts: it awaits the piece for its context), then more
     speech (the draft is dropped). Cancelling the draft cancelled the piece too: the final, which needs the
@@ -1112,5 +1140,7 @@ def test_partials_after_a_piece_decode_only_the_speech_after_it() -> None:
     joined = f"{PHRASES[300]} {PHRASES[500]}"
     assert joined in [p.text for p in of(events, Partial)]  # the piece's text, then the new speech's
     assert [e.text for e in of(events, TranscriptCompleted)] == [joined]
-    # After the piece no request holds its audio again: the longest decode is one stretch (3 s + padding).
-    assert max(len(r.audio) for r in asr.requests) < 3.8 * SR
+    # After the piece only a decode with its text as the prefix (the final heard after it) holds its audio
+    # again: every other decode is one stretch (3 s + padding).
+    assert max(len(r.audio) for r in asr.requests if not r.options.prefix) < 3.8 * SR
+    assert {r.options.prefix for r in asr.requests if len(r.audio) >= 3.8 * SR} <= {PHRASES[300]}
