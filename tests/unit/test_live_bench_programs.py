@@ -50,3 +50,16 @@ def test_runs_are_spread_among_the_clips_and_every_stream_starts_at_another_clip
     programs = make_programs(pool, 2, seconds=7.0)
     assert [p.reference.split()[0] for p in programs] == ["clip0", "clip1"]
     assert programs[0].reference.split()[:3] == ["clip0", "clip1", "run0"]
+
+
+@pytest.mark.parametrize("system", ["voxserve", "whisperlive"])
+def test_a_stream_that_cannot_connect_is_an_error_not_the_end_of_the_run(system: str) -> None:
+    """A peer that refused (or timed out) one stream ended the whole run, and the levels already measured were
+    lost with it; now each such stream counts as an error that heard nothing."""
+    import asyncio
+
+    from voxserve.bench.live import Program, free_port, run_level
+
+    programs = [Program(np.zeros(SAMPLE_RATE, np.float32), "hello there")] * 2
+    row = asyncio.run(run_level(system, f"ws://127.0.0.1:{free_port()}", programs, "unused"))
+    assert row["errors"] == 2 and row["utterances"] == 0 and row["wer"] == 1.0
