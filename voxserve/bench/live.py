@@ -22,6 +22,7 @@ import random
 import socket
 import subprocess
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,7 +217,7 @@ def summarize(system: str, n: int, results: list[StreamResult], programs: list[P
     }
 
 
-async def _counted(stream: Any) -> StreamResult:
+async def _counted(stream: Coroutine[Any, Any, StreamResult]) -> StreamResult:
     """One stream's result; a stream that could not connect, or whose connection broke, counts as an error
     and hears nothing (its words count as deleted), so one failed stream does not end the whole run."""
     import websockets
