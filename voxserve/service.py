@@ -27,7 +27,7 @@ import numpy as np
 
 from voxserve.audio import AudioSource, decode_audio, decode_channels
 from voxserve.backends.base import DecodeOptions
-from voxserve.backends.registry import load_live_vad, load_vad
+from voxserve.backends.registry import load_live_vad, load_vad, resolve_asr
 from voxserve.backends.vad.pool import VadPool
 from voxserve.config import Settings, load_settings
 from voxserve.engine.batcher import BatchObserver
@@ -109,6 +109,11 @@ class Voxserve:
     def asr(self, model: str | None = None) -> Recognizer:
         """The shared service of a model (loaded on first use): in this process, or its replicas on Ray."""
         return self.pool.asr(model)
+
+    def check_model(self, model: str | None = None) -> None:
+        """Raise :class:`ModelUnavailable` for a speech model that is neither registered nor a local directory,
+        without loading it (:meth:`atranscribe` loads it while the file's speech is being found)."""
+        resolve_asr(model or self.settings.asr.model)
 
     def guard_config(self) -> GuardConfig:
         """The hallucination guard as the process settings configure it (long files and live streams)."""
