@@ -3,9 +3,9 @@
 Each system is a fresh process per run (model loading, decoding and everything else counted): voxserve's
 CLI (``voxserve transcribe FILE --format txt``, or ``srt`` for word timestamps) against a script that loads
 faster-whisper's ``WhisperModel`` (the same model directory, int8) and runs ``BatchedInferencePipeline``
-(``beam_size=1``, ``language="en"``, each batch size given). Wall time is the median over repeats; peak
-RSS comes from ``/usr/bin/time`` when it exists; the load average is printed with every run, since these
-timings are only as good as the machine is quiet.
+(``beam_size=1``, ``language="en"``, each batch size given), in interleaved rounds. Wall time is the median
+over repeats; peak RSS comes from ``/usr/bin/time`` when it exists; the load average is printed with every
+run, since these timings are only as good as the machine is quiet.
 """
 
 from __future__ import annotations
@@ -67,8 +67,14 @@ def run_process(cmd: list[str], timeout_s: float = 3600) -> Run:
 
 
 def compare(files: list[Path], model_dir: str, batch_sizes: tuple[int, ...] = (8, 16), repeats: int = 3,
-            words: bool = False, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Time voxserve's CLI and faster-whisper's batched pipeline on each file; a JSON-able report."""
+            words: bool = False, log: Callable[[str], None] = print,
+            run: Callable[[list[str]], Run] = run_process) -> dict[str, Any]:
+    """Time voxserve's CLI and faster-whisper's batched pipeline on each file; a JSON-able report.
+
+    The runs are interleaved: each of ``repeats`` rounds runs every system once, the order turning by one
+    system a round, so a shared machine's drift (15-20 % within minutes on the VMs these figures come from)
+    falls on every system alike rather than on whichever ran its repeats last. ``ratio_to_best_peer`` is the
+    best peer's median over voxserve's; ``ratio_per_round`` gives the same ratio within each round."""
     fmt = "srt" if words else "txt"
     systems: dict[str, Callable[[Path], list[str]]] = {
         "voxserve": lambda f: [sys.executable, "-m", "voxserve.cli", "transcribe", str(f), "--format", fmt, "--quiet"],
@@ -78,30 +84,38 @@ def compare(files: list[Path], model_dir: str, batch_sizes: tuple[int, ...] = (8
 
     for bs in batch_sizes:
         systems[f"faster-whisper batched bs{bs}"] = peer(bs)
-    report: dict[str, Any] = {"words": words, "repeats": repeats, "files": []}
+    names = list(systems)
+    report: dict[str, Any] = {"words": words, "repeats": repeats, "order": "interleaved", "files": []}
     for f in files:
         audio_s = probe(f).duration_s or 0.0
         ref = f.with_suffix(".txt").read_text() if f.with_suffix(".txt").is_file() else None
+        runs: dict[str, list[Run]] = {name: [] for name in names}
+        for i in range(repeats):
+            for name in names[i % len(names):] + names[: i % len(names)]:
+                timed = run(systems[name](f))
+                runs[name].append(timed)
+                log(f"{f.name} round {i + 1} {name}: {timed.wall_s:.1f} s, load {timed.load_avg:.2f}")
         rows: dict[str, dict[str, Any]] = {}
-        for name, cmd in systems.items():
-            runs = []
-            for i in range(repeats):  # interleaved would be fairer to drift; sequential keeps caches honest
-                run = run_process(cmd(f))
-                runs.append(run)
-                log(f"{f.name} {name} run {i + 1}: {run.wall_s:.1f} s, load {run.load_avg:.2f}")
-            text = runs[0].text if not words or name != "voxserve" else _srt_text(runs[0].text)
-            wall = statistics.median(r.wall_s for r in runs)
-            rss = [r.peak_rss_mb for r in runs if r.peak_rss_mb is not None]
+        for name in names:
+            done = runs[name]
+            text = done[0].text if not words or name != "voxserve" else _srt_text(done[0].text)
+            wall = statistics.median(r.wall_s for r in done)
+            rss = [r.peak_rss_mb for r in done if r.peak_rss_mb is not None]
             rows[name] = {
                 "wall_s": round(wall, 2), "rtfx": round(audio_s / wall, 1) if wall else None,
+                "runs_s": [round(r.wall_s, 2) for r in done],
                 "peak_rss_mb": round(max(rss)) if rss else None,
                 "wer": round(score_wer(ref, text).wer, 4) if ref else None,
-                "load_avg": [round(r.load_avg, 2) for r in runs],
-                "same_text_every_run": len({r.text for r in runs}) == 1,
+                "load_avg": [round(r.load_avg, 2) for r in done],
+                "same_text_every_run": len({r.text for r in done}) == 1,
             }
-        peers = [float(v["wall_s"]) for k, v in rows.items() if k != "voxserve"]
+        peers = [n for n in names if n != "voxserve"]
+        best = min((float(rows[n]["wall_s"]) for n in peers), default=None)
+        per_round = [round(min(runs[n][i].wall_s for n in peers) / runs["voxserve"][i].wall_s, 2)
+                     for i in range(repeats)] if peers else []
         report["files"].append({"file": str(f), "audio_s": round(audio_s, 1), "systems": rows,
-                                "ratio_to_best_peer": round(min(peers) / rows["voxserve"]["wall_s"], 2) if peers else None})
+                                "ratio_to_best_peer": round(best / rows["voxserve"]["wall_s"], 2) if best else None,
+                                "ratio_per_round": per_round})
     return report
 
 
@@ -115,5 +129,6 @@ def format_report(report: dict[str, Any]) -> str:
             wer = f"{100 * r['wer']:.1f}%" if r["wer"] is not None else "-"
             out.append(f"  {name:34} {r['wall_s']:8.1f} {r['rtfx']:7.1f} {wer:>7} {r['peak_rss_mb'] or '-':>12}  "
                        f"{r['load_avg']}  {r['same_text_every_run']}")
-        out.append(f"  voxserve vs the best peer: {f['ratio_to_best_peer']}x")
+        out.append(f"  voxserve vs the best peer: {f['ratio_to_best_peer']}x (medians); round by round: "
+                   f"{f.get('ratio_per_round', [])}")
     return "\n".join(out)
