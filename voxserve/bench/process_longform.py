@@ -130,5 +130,5 @@ def format_report(report: dict[str, Any]) -> str:
             out.append(f"  {name:34} {r['wall_s']:8.1f} {r['rtfx']:7.1f} {wer:>7} {r['peak_rss_mb'] or '-':>12}  "
                        f"{r['load_avg']}  {r['same_text_every_run']}")
         out.append(f"  voxserve vs the best peer: {f['ratio_to_best_peer']}x (medians); round by round: "
-                   f"{f.get('ratio_per_round', [])}")
+                   f"{f['ratio_per_round']}")
     return "\n".join(out)
