@@ -524,6 +524,20 @@ def test_chunks_in_another_language_are_redone_in_the_first_chunks_language() ->
     assert all(r.options.language in (None, "en") for r in asr.requests())  # no chunk decoded as German
 
 
+def test_a_chunk_in_another_language_stops_retrying_once_the_files_language_is_known() -> None:
+    """A first-group chunk that detected German and loops in it is not retried in German nor cut in halves
+    in German once the first chunk's English is in: it is redone in English at the end, once."""
+    audio, bursts = synth(LAYOUT)
+    german = bursts[6]  # in the second chunk, sent with the first before the file's language is known
+    asr = BurstAsr(bursts=bursts, detect=lambda freqs: "de" if german.freq in freqs else "en",
+                   loops=lambda freqs, options: german.freq in freqs and options.language != "en")
+    with transcriber(asr) as tr:
+        t = run(tr.run(wav(audio)))
+    assert t.language == "en"
+    check_words(t, bursts)
+    assert [r.options.language for r in _holding(asr, german)] == [None, "en"]
+
+
 def test_the_first_chunks_language_wins_even_when_not_english() -> None:
     audio, bursts = synth(LAYOUT)
     asr = BurstAsr(bursts=bursts, detect=lambda freqs: "de" if bursts[0].freq in freqs else "en")

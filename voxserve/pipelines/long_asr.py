@@ -281,7 +281,8 @@ class LongFileTranscriber:
         (the file's language settled) and the number of samples in the file."""
 
         def start(plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions) -> asyncio.Task[_Outcome]:
-            return asyncio.ensure_future(self._chunk(plan, audio, decode, options, progress))
+            known = dispatcher.file_language if once else None
+            return asyncio.ensure_future(self._chunk(plan, audio, decode, options, progress, known))
 
         once = options.decode.language is None and not options.language_per_segment and self.asr.info.multilingual
         group = max(1, self.asr.capacity // 2)
@@ -330,20 +331,34 @@ class LongFileTranscriber:
         return outcomes
 
     async def _chunk(
-        self, plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions, options: LongAsrOptions, progress: _Progress
+        self, plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions, options: LongAsrOptions, progress: _Progress,
+        file_language: Callable[[], str | None] | None,
     ) -> _Outcome:
-        outcome = await self._recognize(plan, audio, decode, options, allow_rechunk=options.rechunk)
+        outcome = await self._recognize(plan, audio, decode, options, allow_rechunk=options.rechunk,
+                                        file_language=file_language)
         progress.chunk_done(plan, " ".join(t.text for t in outcome.texts if t.text).strip())
         return outcome
 
     async def _recognize(
-        self, plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions, options: LongAsrOptions, *, allow_rechunk: bool
+        self, plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions, options: LongAsrOptions, *, allow_rechunk: bool,
+        file_language: Callable[[], str | None] | None = None,
     ) -> _Outcome:
+        """A chunk's attempts until one passes the guard, then its halves when it must be cut.
+
+        ``file_language``: for a chunk sent before the file's language was known (``decode.language`` None), the
+        file's language once it is (None before). A chunk that detected another one stops retrying as soon as
+        the file's is known (``_settle_language`` redoes it in that language, so retries in its own were wasted
+        work: on meetings, short chunks that heard Welsh retried and were cut in Welsh first); one that detected
+        the file's language retries in it without detecting again."""
         attempts: list[tuple[AsrResult, Verdict]] = []
         joined = len(plan.pieces) > 1 and options.guard.enabled  # speech from several places: check each is heard
         unheard = False
         with_glossary = bool(options.keyterms)
         for opts in attempt_options(len(audio), decode, options):
+            if attempts and decode.language is None and file_language is not None and (known := file_language()):
+                if known != attempts[0][0].language:
+                    return self._accept(plan, attempts, rechunked=False)  # redone in the file's language
+                opts = replace(opts, language=known)
             if joined:
                 opts = replace(opts, word_timestamps=True)
             result = await self._decode(audio, opts, options.keyterms if with_glossary else ())
@@ -569,7 +584,7 @@ class _Dispatcher:
             few_left = 0 < left_s < self._group * self._max_chunk_s / 2  # wait: one even split of all
             if pending < self._group or few_left:
                 return
-        if self._once and self._file_language() is None:
+        if self._once and self.file_language() is None:
             pending = min(pending, self._opening - sum(1 for t in self.tasks if not t.done()))
         self._send(pending)
 
@@ -581,7 +596,7 @@ class _Dispatcher:
                 task.add_done_callback(lambda _: self._dispatch())
             self.tasks.append(task)
 
-    def _file_language(self) -> str | None:
+    def file_language(self) -> str | None:
         """The language of the first chunk that gave text, once it and every chunk before it are done (as
         ``_settle_language`` chooses it); None before."""
         if self._language is None:
