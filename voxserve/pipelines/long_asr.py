@@ -351,13 +351,21 @@ class LongFileTranscriber:
         work: on meetings, short chunks that heard Welsh retried and were cut in Welsh first); one that detected
         the file's language retries in it without detecting again."""
         attempts: list[tuple[AsrResult, Verdict]] = []
+
+        def settled() -> str | None:  # the file's language, once known, for a chunk that detected its own
+            return file_language() if file_language is not None and decode.language is None and attempts else None
+
+        def redone() -> bool:  # detected another language than the file's: _settle_language redoes the chunk
+            known = settled()
+            return bool(known) and known != attempts[0][0].language
+
         joined = len(plan.pieces) > 1 and options.guard.enabled  # speech from several places: check each is heard
         unheard = False
         with_glossary = bool(options.keyterms)
         for opts in attempt_options(len(audio), decode, options):
-            if attempts and decode.language is None and file_language is not None and (known := file_language()):
-                if known != attempts[0][0].language:
-                    return self._accept(plan, attempts, rechunked=False)  # redone in the file's language
+            if redone():
+                return self._accept(plan, attempts, rechunked=False)
+            if known := settled():
                 opts = replace(opts, language=known)
             if joined:
                 opts = replace(opts, word_timestamps=True)
@@ -379,7 +387,7 @@ class LongFileTranscriber:
             if verdict.passed:
                 accepted = self._accept(plan, attempts, rechunked=False)
                 thin = thin_pieces(plan, result, options.guard.min_piece_words_per_s) if joined else []
-                if thin and len(audio) >= _MIN_RECHUNK_SAMPLES:
+                if thin and len(audio) >= _MIN_RECHUNK_SAMPLES and not redone():
                     return await self._heard_more(plan, audio, decode, options, attempts, accepted, thin)
                 return accepted
             if unheard:  # Whisper stopped before some of the joined speech: cut at the joins, not retry whole
@@ -387,7 +395,7 @@ class LongFileTranscriber:
             if opts.window == "full" and set(verdict.reasons) <= _THIN:  # beam search and penalties add no words
                 break
         tried = 0
-        if (allow_rechunk or unheard) and len(audio) >= _MIN_RECHUNK_SAMPLES:
+        if (allow_rechunk or unheard) and len(audio) >= _MIN_RECHUNK_SAMPLES and not redone():
             subs = await self._halves(plan, audio, decode, options, attempts)
             if subs and (all(s.report.passed for s in subs) or unheard):  # halves hear more than the whole did
                 return self._merge(plan, attempts, subs)
