@@ -45,7 +45,13 @@ ProgressHook = Callable[[float, float], None]
 TextHook = Callable[[str], None]
 """Called with each chunk's accepted text, in file order, as soon as every earlier chunk is done."""
 _QUEUE_CHUNKS = 32
-_STREAM_LEAD = 2  # chunks sent alone first when text is streamed (one per worker on 2 cores)
+_LEAD = 2
+"""A file's first chunks, sent alone as soon as each is planned (one per worker on 2 cores): the workers start
+while the VAD plans the rest, the file's language is known before the rest is sent, and streamed text comes
+after one small batch. Waiting for a first group of chunks instead left both workers idle while the VAD planned
+it (0.4 s on the check-half meetings, whose first chunks are short and far apart). Whole processes, alternating
+rounds: meetings 9.02 -> 8.52 s medians (5 rounds, faster in each), check10 8.52 -> 8.59 s (5), at 8 kHz 8.93
+-> 8.89 s (3): the same text on each (docs/benchmarks.md). At most the engine's capacity."""
 _MIN_OPENING = 2  # chunks at the model before a file's language is known, at least (one per worker on 2 cores)
 _BLOCK_SAMPLES = 30 * SAMPLE_RATE
 _MIN_RECHUNK_SAMPLES = 2 * SAMPLE_RATE
@@ -288,7 +294,7 @@ class LongFileTranscriber:
         group = max(1, self.asr.capacity // 2)
         dispatcher = _Dispatcher(
             start, options.decode, group=group, opening=max(group, min(self.asr.capacity, _MIN_OPENING)),
-            lead=_STREAM_LEAD if progress.on_text is not None else 0,
+            lead=min(_LEAD, self.asr.capacity),
             total_s=progress.total_s, max_chunk_s=options.chunking.max_chunk_s, language_once=once,
         )
         try:
@@ -522,9 +528,9 @@ class _Dispatcher:
 
     Groups are about half the engine's capacity, so batches split evenly over workers (a CPU decoder does far
     more per second at batch 4 than at batch 1); near the end of the file the rest waits to be split evenly
-    once. When text is streamed (``lead``), the first chunks go alone, as soon as they are planned, so the
-    first text comes after one small batch rather than after the whole file's; the rest waits for them (a
-    worker free first would otherwise take it all).
+    once. The first ``lead`` chunks go alone, as soon as they are planned (:data:`_LEAD`), so the workers start
+    before a group is planned and streamed text comes after one small batch rather than after the whole file's;
+    the rest waits for them (a worker free first would otherwise take it all).
 
     ``language_once`` (no language given, none kept per segment, a multilingual model): the file is in its
     first speech's language, detected once. The first group goes without a language (each of its chunks
