@@ -462,6 +462,23 @@ def test_without_a_text_hook_the_first_chunks_also_go_alone_and_alone_detect_the
     assert all(r.options.language == "en" for b in asr.batches[2:] for r in b)
 
 
+def test_with_the_language_given_the_rest_does_not_wait_for_a_lead_chunk_that_retries() -> None:
+    """The rest of a file waits for its lead chunks only to learn its language: given one, a lead chunk whose
+    decoder loops (retried, then cut in halves) holds nothing back."""
+    from voxserve.backends.base import DecodeOptions
+
+    audio, bursts = synth(LAYOUT)
+    slow = bursts[6]  # in the second chunk
+    asr = BurstAsr(bursts=bursts, delay_s=0.05, loops=lambda freqs, options: slow.freq in freqs)
+    config = BatcherConfig(max_batch_size=8, max_wait_ms=2, offline_wait_ms=10, workers=2)
+    with transcriber(asr, config) as tr:
+        t = run(tr.run(wav(audio), LongAsrOptions(decode=DecodeOptions(language="en"))))
+    order = [report_for(t, r, asr) for r in asr.requests()]
+    indices = [r.index for r in order if r is not None]
+    assert t.stats.chunks >= 3 and indices.count(1) > 2, indices
+    assert indices.index(2) < len(indices) - 1 - indices[::-1].index(1), indices  # sent while chunk 1 retried
+
+
 def test_a_model_still_loading_does_not_hold_back_reading_the_file() -> None:
     """Given a loader (a cold start), the transcriber reads and scores the file while the model loads: the
     loader sees the VAD at work before it returns, and a loader's failure is the run's."""

@@ -529,16 +529,16 @@ class _Dispatcher:
     Groups are about half the engine's capacity, so batches split evenly over workers (a CPU decoder does far
     more per second at batch 4 than at batch 1); near the end of the file the rest waits to be split evenly
     once. The first ``lead`` chunks go alone, as soon as they are planned (:data:`_LEAD`), so the workers start
-    before a group is planned and streamed text comes after one small batch rather than after the whole file's;
-    the rest waits for them (a worker free first would otherwise take it all).
+    before a group is planned and streamed text comes after one small batch rather than after the whole file's.
 
     ``language_once`` (no language given, none kept per segment, a multilingual model): the file is in its
-    first speech's language, detected once. The first group goes without a language (each of its chunks
-    detects its own, and the batcher splits it over every worker); until the first speech is decoded no more
-    than ``opening`` chunks of the file are at the model (a group, at least two: with batches of one chunk a
-    group is half the workers; a chunk that finishes is replaced at once, so no worker waits on the first
-    chunk); every chunk sent after that carries the file's language and skips detection. Chunks that detected
-    another language are redone in it at the end, as before (``_settle_language``).
+    first speech's language, detected once. The lead chunks go without a language (each detects its own); the
+    rest waits until the file's language is known, and every chunk sent after that carries it and skips
+    detection. When the lead chunks are done and none gave text (music, noise), the rest goes on without a
+    language, no more than ``opening`` chunks of the file at the model until the first speech is decoded (a
+    group, at least two: with batches of one chunk a group is half the workers; a chunk that finishes is
+    replaced at once, so no worker waits on the first speech). Chunks that detected another language are redone
+    in the file's at the end (``_settle_language``). Without ``language_once`` the rest follows the lead at once.
     """
 
     def __init__(
@@ -591,8 +591,8 @@ class _Dispatcher:
         if len(self.items) <= self._lead:
             self._send(pending)
             return
-        if not all(t.done() for t in self.tasks[: self._lead]):
-            return
+        if self._once and self.file_language() is None and not all(t.done() for t in self.tasks[: self._lead]):
+            return  # the rest goes in the file's language, or once the lead chunks gave none
         if not self._eof:
             left_s = self._total_s - self.items[-1][0].file_end / SAMPLE_RATE
             few_left = 0 < left_s < self._group * self._max_chunk_s / 2  # wait: one even split of all
