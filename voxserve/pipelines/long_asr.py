@@ -591,14 +591,15 @@ class _Dispatcher:
         if len(self.items) <= self._lead:
             self._send(pending)
             return
-        if self._once and self.file_language() is None and not all(t.done() for t in self.tasks[: self._lead]):
+        unknown = self._once and self.file_language() is None
+        if unknown and not all(t.done() for t in self.tasks[: self._lead]):
             return  # the rest goes in the file's language, or once the lead chunks gave none
         if not self._eof:
             left_s = self._total_s - self.items[-1][0].file_end / SAMPLE_RATE
             few_left = 0 < left_s < self._group * self._max_chunk_s / 2  # wait: one even split of all
             if pending < self._group or few_left:
                 return
-        if self._once and self.file_language() is None:
+        if unknown:
             pending = min(pending, self._opening - sum(1 for t in self.tasks if not t.done()))
         self._send(pending)
 
