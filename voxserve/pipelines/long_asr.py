@@ -3,8 +3,9 @@
 Decoding, VAD and planning run in a worker thread and hand chunks over as soon as they are final, so the
 models start before the file is fully decoded and a long file is never held whole in memory. Chunks go
 through the model's shared batcher (so several files share batches). Every chunk is judged by the
-hallucination guard; a failing chunk is retried alone at rising temperatures, then cut in two and retried,
-and what happened is recorded per chunk.
+hallucination guard; a failing chunk is retried (its retries share the batches too), then cut in two, and
+what happened is recorded per chunk. A file's first chunks go to the model as soon as they are planned and
+alone detect its language; a chunk that detected another one is redone in the file's at the end.
 
 Retries are deterministic by default (the same file and settings give the same transcript on every run):
 the standard 30 s window, then beam search, then a repetition penalty against a looping decoder, then the
