@@ -465,8 +465,6 @@ def test_without_a_text_hook_the_first_chunks_also_go_alone_and_alone_detect_the
 def test_with_the_language_given_the_rest_does_not_wait_for_a_lead_chunk_that_retries() -> None:
     """The rest of a file waits for its lead chunks only to learn its language: given one, a lead chunk whose
     decoder loops (retried, then cut in halves) holds nothing back."""
-    from voxserve.backends.base import DecodeOptions
-
     audio, bursts = synth(LAYOUT)
     slow = bursts[6]  # in the second chunk
     asr = BurstAsr(bursts=bursts, delay_s=0.05, loops=lambda freqs, options: slow.freq in freqs)
@@ -571,8 +569,6 @@ def test_the_first_chunks_language_wins_even_when_not_english() -> None:
 
 
 def test_requested_language_is_used_for_every_chunk() -> None:
-    from voxserve.backends.base import DecodeOptions
-
     audio, bursts = synth(LAYOUT[:6])
     asr = BurstAsr(bursts=bursts, detect=lambda freqs: "de")
     with transcriber(asr) as tr:
