@@ -80,13 +80,33 @@ def voxserve_block(t: Transcript) -> dict[str, Any]:
         "chunk_reports": [
             {
                 "index": c.index,
-                "start": _r(c.start / 16000),
-                "end": _r(c.end / 16000),
+                "start": _r(c.start / SAMPLE_RATE),
+                "end": _r(c.end / SAMPLE_RATE),
                 "attempts": c.attempts,
                 "temperature": c.temperature,
                 "rechunked": c.rechunked,
                 "passed": c.passed,
                 "reasons": list(c.reasons),
+                "history": [
+                    {
+                        "part": a.part,
+                        "start": _r(a.start / SAMPLE_RATE),
+                        "end": _r(a.end / SAMPLE_RATE),
+                        "window_s": a.window_s,
+                        "beam_size": a.beam_size,
+                        "temperature": a.temperature,
+                        "repetition_penalty": a.repetition_penalty,
+                        "language": a.language,
+                        "passed": a.passed,
+                        "reasons": list(a.reasons),
+                        "avg_logprob": round(a.avg_logprob, 4),
+                        "compression_ratio": round(a.compression_ratio, 3),
+                        "no_speech_prob": round(a.no_speech_prob, 4),
+                        "words": a.words,
+                        "accepted": a.accepted,
+                    }
+                    for a in c.history
+                ],
             }
             for c in st.chunk_reports
         ],

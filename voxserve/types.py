@@ -107,8 +107,37 @@ class Segment(_SampleSpan):
 
 
 @dataclass(frozen=True)
+class AttemptReport:
+    """One decode of a long file's chunk, or of a part of it once it was cut (reported in verbose_json).
+
+    ``part``: ``""`` the whole chunk, ``"1"`` / ``"2"`` its first and second half, ``"2.1"`` the first half of
+    the second half. ``start`` / ``end``: where the decoded speech starts and ends in the file (samples).
+    ``window_s``: the encoder window. ``reasons``: why the guard failed it (empty when it passed).
+    ``accepted``: its text is the one in the transcript."""
+
+    part: str
+    start: int
+    end: int
+    window_s: float
+    beam_size: int
+    temperature: float
+    repetition_penalty: float
+    language: str
+    passed: bool
+    reasons: tuple[str, ...]
+    avg_logprob: float
+    compression_ratio: float
+    no_speech_prob: float
+    words: int
+    accepted: bool = False
+
+
+@dataclass(frozen=True)
 class ChunkReport:
-    """What happened to one planned chunk of a long file (reported in verbose_json)."""
+    """What happened to one planned chunk of a long file (reported in verbose_json).
+
+    ``attempts`` counts every decode of it and of its parts; ``history`` lists them in the order they were
+    decoded (a chunk redone in the file's language at the end lists its first attempts first)."""
 
     index: int
     start: int
@@ -119,6 +148,7 @@ class ChunkReport:
     rechunked: bool
     passed: bool
     reasons: tuple[str, ...] = ()
+    history: tuple[AttemptReport, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,10 @@ def test_verbose_json_and_options(data_dir: Path) -> None:
     d = json.loads(r.stdout)
     assert d["language"] == "spanish" and d["segments"] and d["words"]
     assert {"rtfx", "chunks", "retries", "rechunks"} <= set(d["voxserve"])
+    for chunk in d["voxserve"]["chunk_reports"]:  # every decode of every chunk, the kept one marked
+        assert len(chunk["history"]) == chunk["attempts"] >= 1
+        assert any(a["accepted"] for a in chunk["history"])
+        assert all(a["language"] == "es" and 0 < a["window_s"] <= 30 and a["words"] >= 0 for a in chunk["history"])
 
 
 def test_bad_file_fails_cleanly_and_others_still_run(data_dir: Path, tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from voxserve.engine.batcher import BatcherConfig, MicroBatcher
 from voxserve.engine.executor import BlockingExecutor
 from voxserve.engine.pool import AsrService
 from voxserve.errors import InvalidInput, ModelUnavailable
+from voxserve.formats import voxserve_block
 from voxserve.pipelines.chunking import ChunkParams
 from voxserve.pipelines.long_asr import LongAsrOptions, LongFileTranscriber
 from voxserve.types import SAMPLE_RATE, ChunkReport, Transcript
@@ -295,6 +296,49 @@ def test_a_chunk_that_always_loops_is_rechunked_then_reported_as_failed() -> Non
     assert t.text.count("thank") <= 2
 
 
+def check_history(report: ChunkReport) -> list[tuple[str, bool, bool]]:
+    """The report's history agrees with its counts; returns (part, passed, accepted) of each attempt."""
+    assert len(report.history) == report.attempts
+    accepted = [a.part for a in report.history if a.accepted]
+    assert accepted, "no attempt's text is in the transcript"
+    if "" in accepted:  # the chunk kept its own text: one attempt of its own, none of its halves
+        assert accepted == [""]
+    else:  # its halves' texts: one accepted attempt for each part that was not cut further
+        assert len(accepted) == len(set(accepted)) and all(not b.startswith(a + ".") for a in accepted for b in accepted)
+    for a in report.history:
+        assert report.start <= a.start < a.end <= report.end
+        assert a.passed == (a.reasons == ())
+    return [(a.part, a.passed, a.accepted) for a in report.history]
+
+
+def test_verbose_history_lists_every_attempt_of_a_chunk_and_of_its_halves() -> None:
+    audio, bursts = synth(LAYOUT)
+    bad = bursts[8]
+    asr = BurstAsr(bursts=bursts, loops=lambda freqs, o: bad.freq in freqs)
+    with transcriber(asr) as tr:
+        t = run(tr.run(wav(audio)))
+    report = report_with(t, bad)
+    rows = check_history(report)
+    whole = [a for a in report.history if a.part == ""]
+    # the ladder as it ran: the fitted window, the 30 s one, the wider beam, the repetition penalty; all failed
+    assert [(a.window_s < 30, a.beam_size, a.repetition_penalty) for a in whole] == [
+        (True, 1, 1.0), (False, 1, 1.0), (False, 5, 1.0), (False, 1, 1.3)]
+    assert all(not a.passed and "repetition" in a.reasons and a.language == "en" for a in whole)
+    assert sum(a.accepted for a in whole) == 1  # the least bad of its own: the halves did not all pass
+    parts = [part for part, _, _ in rows if part]
+    assert set(parts) == {"1", "2"} and parts == sorted(parts)
+    looped = [a for a in report.history if a.part and not a.passed]
+    assert looped and all(bad.start < a.end and a.start < bad.end for a in looped)  # the half that held the loop
+    assert any(a.passed for a in report.history if a.part)  # the other half passed at once
+    for other in t.stats.chunk_reports:
+        if other is not report:
+            assert check_history(other) == [("", True, True)]
+    block = voxserve_block(t)
+    (listed,) = [c for c in block["chunk_reports"] if c["index"] == report.index]
+    assert [(h["part"], h["passed"], h["accepted"]) for h in listed["history"]] == rows
+    assert listed["history"][2]["beam_size"] == 5 and listed["history"][0]["reasons"] == list(whole[0].reasons)
+
+
 def test_sampled_retries_only_when_configured() -> None:
     audio, bursts = synth(LAYOUT)
     bad = bursts[8]
@@ -383,6 +427,7 @@ def test_a_piece_the_whole_window_skipped_is_heard_in_halves() -> None:
     (report,) = t.stats.chunk_reports
     assert report.rechunked and report.passed and "thin_speech" in report.reasons
     assert report.attempts == 3  # the whole window once, then each half once
+    assert check_history(report) == [("", True, False), ("1", True, True), ("2", True, True)]
 
 
 def test_halves_that_hear_no_more_leave_the_chunk_its_own_text() -> None:
@@ -397,6 +442,8 @@ def test_halves_that_hear_no_more_leave_the_chunk_its_own_text() -> None:
     # bounded by the pieces, and all of it counted in the chunk's report.
     assert report.rechunked and report.passed and report.attempts == 5
     assert "thin_speech" not in report.reasons
+    rows = check_history(report)  # the chunk's own text is kept; its halves' attempts are listed, none accepted
+    assert rows[0] == ("", True, True) and {part for part, _, _ in rows[1:]} == {"1", "2", "2.1", "2.2"}
 
 
 def test_progress_is_monotonic_and_ends_at_the_total() -> None:
@@ -557,6 +604,10 @@ def test_a_chunk_in_another_language_stops_retrying_once_the_files_language_is_k
     assert t.language == "en"
     check_words(t, bursts)
     assert [r.options.language for r in _holding(asr, german)] == [None, "en"]
+    # its report lists both decodes: the German one first (not kept), then the English redo (kept)
+    report = report_with(t, german)
+    assert check_history(report) == [("", False, False), ("", True, True)]
+    assert [a.language for a in report.history] == ["de", "en"]
 
 
 def test_the_first_chunks_language_wins_even_when_not_english() -> None:

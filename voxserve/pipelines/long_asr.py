@@ -38,7 +38,7 @@ from voxserve.pipelines.guard import GuardConfig, LoopEvidence, Verdict, assess,
 from voxserve.pipelines.stitching import ChunkText, stitch, transcript_text
 from voxserve.pipelines.vad import VadParams
 from voxserve.text.keyterms import copies_glossary, glossary_prompt, parse_keyterms
-from voxserve.types import SAMPLE_RATE, ChunkReport, Priority, Transcript, TranscriptStats
+from voxserve.types import SAMPLE_RATE, AttemptReport, ChunkReport, Priority, Transcript, TranscriptStats
 
 log = logging.getLogger(__name__)
 ProgressHook = Callable[[float, float], None]
@@ -333,6 +333,7 @@ class LongFileTranscriber:
         )
         for i, outcome in zip(redo, redone):
             outcome.language_probability = first.language_probability
+            outcome.report = _after(outcomes[i].report.history, outcome.report)
             outcomes[i] = outcome
         outcomes[0].language, outcomes[0].language_probability = language, first.language_probability
         return outcomes
@@ -358,6 +359,7 @@ class LongFileTranscriber:
         work: on meetings, short chunks that heard Welsh retried and were cut in Welsh first); one that detected
         the file's language retries in it without detecting again."""
         attempts: list[tuple[AsrResult, Verdict]] = []
+        history: list[AttemptReport] = []  # each attempt as verbose_json reports it
 
         def settled() -> str | None:  # the file's language, once known, for a chunk that detected its own
             return file_language() if file_language is not None and decode.language is None and attempts else None
@@ -371,7 +373,7 @@ class LongFileTranscriber:
         with_glossary = bool(options.keyterms)
         for opts in attempt_options(len(audio), decode, options):
             if redone():
-                return self._accept(plan, attempts, rechunked=False)
+                return self._accept(plan, attempts, history, rechunked=False)
             if known := settled():
                 opts = replace(opts, language=known)
             if joined:
@@ -391,23 +393,24 @@ class LongFileTranscriber:
             if unheard:
                 verdict = replace(verdict, passed=False, reasons=(*verdict.reasons, "unheard_speech"))
             attempts.append((result, verdict))
+            history.append(_attempt_report(plan, len(audio), opts, result, verdict))
             if verdict.passed:
-                accepted = self._accept(plan, attempts, rechunked=False)
+                accepted = self._accept(plan, attempts, history, rechunked=False)
                 thin = thin_pieces(plan, result, options.guard.min_piece_words_per_s) if joined else []
                 if thin and len(audio) >= _MIN_RECHUNK_SAMPLES and not redone():
-                    return await self._heard_more(plan, audio, decode, options, attempts, accepted, thin)
+                    return await self._heard_more(plan, audio, decode, options, attempts, history, accepted, thin)
                 return accepted
             if unheard:  # Whisper stopped before some of the joined speech: cut at the joins, not retry whole
                 break
             if opts.window == "full" and set(verdict.reasons) <= _THIN:  # beam search and penalties add no words
                 break
-        tried = 0
+        tried: tuple[AttemptReport, ...] = ()
         if (allow_rechunk or unheard) and len(audio) >= _MIN_RECHUNK_SAMPLES and not redone():
             subs = await self._halves(plan, audio, decode, options, attempts)
             if subs and (all(s.report.passed for s in subs) or unheard):  # halves hear more than the whole did
-                return self._merge(plan, attempts, subs)
-            tried = sum(s.report.attempts for s in subs)
-        return self._accept(plan, attempts, rechunked=tried > 0, failed=True, extra_attempts=tried)
+                return self._merge(plan, attempts, history, subs)
+            tried = _halves_history(subs, accepted=False)
+        return self._accept(plan, attempts, history, rechunked=bool(tried), failed=True, tried=tried)
 
     async def _halves(
         self, plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions, options: LongAsrOptions,
@@ -426,22 +429,21 @@ class LongFileTranscriber:
 
     async def _heard_more(
         self, plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions, options: LongAsrOptions,
-        attempts: list[tuple[AsrResult, Verdict]], accepted: _Outcome, thin: list[int],
+        attempts: list[tuple[AsrResult, Verdict]], history: list[AttemptReport], accepted: _Outcome, thin: list[int],
     ) -> _Outcome:
         """A passing chunk with thin pieces (:func:`thin_pieces`) decoded again cut at its joins: the halves'
         text replaces the chunk's only when it holds at least one more word per second of the thin pieces'
         speech (speech the whole decode skipped); otherwise the chunk keeps its own text (halves that only
         spell a word differently, or hear a filler as a word, change nothing), and its report counts the
-        halves' attempts."""
+        halves' attempts (and its history lists them, none accepted)."""
         subs = await self._halves(plan, audio, decode, options, attempts)
         if not subs:
             return accepted
         thin_s = sum(plan.pieces[i].length for i in thin) / SAMPLE_RATE
         if _word_count(subs) >= _word_count([accepted]) + math.ceil(thin_s):
-            merged = self._merge(plan, attempts, subs)
+            merged = self._merge(plan, attempts, history, subs)
             return replace(merged, report=replace(merged.report, reasons=(*merged.report.reasons, "thin_speech")))
-        tried = sum(s.report.attempts for s in subs)
-        return self._accept(plan, attempts, rechunked=True, extra_attempts=tried)
+        return self._accept(plan, attempts, history, rechunked=True, tried=_halves_history(subs, accepted=False))
 
     async def _decode(self, audio: np.ndarray, opts: DecodeOptions, keyterms: tuple[str, ...]) -> AsrResult:
         """One decode, with the key terms' glossary ahead of the prompt when there are any."""
@@ -453,20 +455,24 @@ class LongFileTranscriber:
     def _accept(
         plan: ChunkPlan,
         attempts: list[tuple[AsrResult, Verdict]],
+        history: list[AttemptReport],
         *,
         rechunked: bool,
         failed: bool = False,
-        extra_attempts: int = 0,
+        tried: tuple[AttemptReport, ...] = (),
     ) -> _Outcome:
-        """The outcome of a chunk's own attempts (``extra_attempts``: those spent on its halves in vain):
-        the best of them, the first included (passed first, then fewest reasons, then most likely)."""
-        result, verdict = min(attempts, key=lambda rv: (not rv[1].passed, len(rv[1].reasons), -rv[0].avg_logprob))
+        """The outcome of a chunk's own attempts (``history``: as reported; ``tried``: those spent on its halves
+        in vain): the best of them, the first included (passed first, then fewest reasons, then most likely)."""
+        best = min(range(len(attempts)),
+                   key=lambda i: (not attempts[i][1].passed, len(attempts[i][1].reasons), -attempts[i][0].avg_logprob))
+        result, verdict = attempts[best]
         if failed and "repetition" in verdict.reasons:  # the least bad attempt, without its loops
             result = without_repeats(result)
         report = ChunkReport(
             index=plan.index, start=plan.file_start, end=plan.file_end, speech_samples=plan.length,
-            attempts=len(attempts) + extra_attempts, temperature=result.temperature, rechunked=rechunked,
+            attempts=len(attempts) + len(tried), temperature=result.temperature, rechunked=rechunked,
             passed=not failed, reasons=tuple(r for _, v in attempts for r in v.reasons),
+            history=(*(replace(a, accepted=i == best) for i, a in enumerate(history)), *tried),
         )
         text = ChunkText(
             plan=plan,
@@ -482,13 +488,17 @@ class LongFileTranscriber:
         return _Outcome([text], report, result.language, result.language_probability)
 
     @staticmethod
-    def _merge(plan: ChunkPlan, attempts: list[tuple[AsrResult, Verdict]], subs: list[_Outcome]) -> _Outcome:
+    def _merge(plan: ChunkPlan, attempts: list[tuple[AsrResult, Verdict]], history: list[AttemptReport],
+               subs: list[_Outcome]) -> _Outcome:
+        """The outcome of a chunk whose halves' texts replace its own."""
+        halves = _halves_history(subs)
         report = ChunkReport(
             index=plan.index, start=plan.file_start, end=plan.file_end, speech_samples=plan.length,
-            attempts=len(attempts) + sum(s.report.attempts for s in subs),
+            attempts=len(attempts) + len(halves),
             temperature=max(s.report.temperature for s in subs), rechunked=True,
             passed=all(s.report.passed for s in subs),
             reasons=tuple(r for _, v in attempts for r in v.reasons),
+            history=(*history, *halves),
         )
         return _Outcome([t for s in subs for t in s.texts], report, subs[0].language, subs[0].language_probability)
 
@@ -710,6 +720,34 @@ def thin_pieces(plan: ChunkPlan, result: AsrResult, min_words_per_s: float = Gua
         if said < min_words_per_s * piece.length / SAMPLE_RATE:
             thin.append(i)
     return thin
+
+
+def _attempt_report(plan: ChunkPlan, n_samples: int, opts: DecodeOptions, result: AsrResult, verdict: Verdict
+                    ) -> AttemptReport:
+    """One attempt as verbose_json reports it (not accepted: :meth:`LongFileTranscriber._accept` marks the
+    one whose text is kept)."""
+    return AttemptReport(
+        part="", start=plan.file_start, end=plan.file_end, window_s=float(opts.window_s(n_samples)),
+        beam_size=opts.beam_size, temperature=opts.temperature, repetition_penalty=opts.repetition_penalty,
+        language=result.language, passed=verdict.passed, reasons=verdict.reasons, avg_logprob=result.avg_logprob,
+        compression_ratio=verdict.compression_ratio, no_speech_prob=result.no_speech_prob,
+        words=len(result.text.split()),
+    )
+
+
+def _halves_history(subs: list[_Outcome], *, accepted: bool = True) -> tuple[AttemptReport, ...]:
+    """The attempts of a chunk's halves, each labelled with its half (``"1"``, ``"2"``, ``"2.1"``...);
+    ``accepted=False`` when the chunk keeps its own text."""
+    return tuple(
+        replace(a, part=f"{k}.{a.part}" if a.part else str(k), accepted=accepted and a.accepted)
+        for k, sub in enumerate(subs, 1) for a in sub.report.history
+    )
+
+
+def _after(earlier: tuple[AttemptReport, ...], report: ChunkReport) -> ChunkReport:
+    """``report`` of a chunk redone in the file's language, its first attempts (in its own) listed first."""
+    return replace(report, attempts=report.attempts + len(earlier),
+                   history=(*(replace(a, accepted=False) for a in earlier), *report.history))
 
 
 def _word_count(outcomes: list[_Outcome]) -> int:
