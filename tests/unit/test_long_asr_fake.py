@@ -28,7 +28,7 @@ from voxserve.engine.pool import AsrService
 from voxserve.errors import InvalidInput, ModelUnavailable
 from voxserve.formats import voxserve_block
 from voxserve.pipelines.chunking import ChunkParams
-from voxserve.pipelines.long_asr import LongAsrOptions, LongFileTranscriber
+from voxserve.pipelines.long_asr import LongAsrOptions, LongFileTranscriber, attempt_options
 from voxserve.types import SAMPLE_RATE, ChunkReport, Transcript
 
 SR = SAMPLE_RATE
@@ -337,6 +337,23 @@ def test_verbose_history_lists_every_attempt_of_a_chunk_and_of_its_halves() -> N
     (listed,) = [c for c in block["chunk_reports"] if c["index"] == report.index]
     assert [(h["part"], h["passed"], h["accepted"]) for h in listed["history"]] == rows
     assert listed["history"][2]["beam_size"] == 5 and listed["history"][0]["reasons"] == list(whole[0].reasons)
+
+
+def test_a_file_where_every_window_loops_costs_a_bounded_multiple_of_its_first_pass() -> None:
+    """Work per chunk is bounded by its ladder (four attempts) and one cut in two (four for each half), so a
+    file whose every window loops costs at most twelve decodes a chunk, then reports every chunk failed."""
+    audio, bursts = synth(LAYOUT)
+    asr = BurstAsr(bursts=bursts, loops=lambda freqs, o: True)
+    with transcriber(asr) as tr:
+        t = run(tr.run(wav(audio)))
+    ladder = len(attempt_options(14 * SR, DecodeOptions(), LongAsrOptions()))
+    assert ladder == 4
+    assert t.stats.guard_failures == t.stats.chunks > 1
+    assert len(asr.requests()) == sum(r.attempts for r in t.stats.chunk_reports) <= t.stats.chunks * ladder * 3
+    for report in t.stats.chunk_reports:
+        rows = check_history(report)
+        assert len(rows) <= ladder * 3 and {part for part, _, _ in rows} <= {"", "1", "2"}
+    assert t.text.count("thank") <= 2 * t.stats.chunks  # each kept attempt without its loop
 
 
 def test_sampled_retries_only_when_configured() -> None:
