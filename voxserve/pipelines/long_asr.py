@@ -329,7 +329,7 @@ class LongFileTranscriber:
         decode = replace(options.decode, language=language)
         redo = [i for i, o in enumerate(outcomes) if o.language != language]
         redone = await asyncio.gather(
-            *(self._recognize(*items[i], decode, options, allow_rechunk=options.rechunk) for i in redo)
+            *(self._recognize(*items[i], decode, options) for i in redo)
         )
         for i, outcome in zip(redo, redone):
             outcome.language_probability = first.language_probability
@@ -342,16 +342,16 @@ class LongFileTranscriber:
         self, plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions, options: LongAsrOptions, progress: _Progress,
         file_language: Callable[[], str | None] | None,
     ) -> _Outcome:
-        outcome = await self._recognize(plan, audio, decode, options, allow_rechunk=options.rechunk,
-                                        file_language=file_language)
+        outcome = await self._recognize(plan, audio, decode, options, file_language=file_language)
         progress.chunk_done(plan, " ".join(t.text for t in outcome.texts if t.text).strip())
         return outcome
 
     async def _recognize(
-        self, plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions, options: LongAsrOptions, *, allow_rechunk: bool,
+        self, plan: ChunkPlan, audio: np.ndarray, decode: DecodeOptions, options: LongAsrOptions, *, half: bool = False,
         file_language: Callable[[], str | None] | None = None,
     ) -> _Outcome:
-        """A chunk's attempts until one passes the guard, then its halves when it must be cut.
+        """A chunk's attempts until one passes the guard, then its halves when it must be cut (``half``: this is
+        a half of a chunk, cut again only where it skipped joined speech).
 
         ``file_language``: for a chunk sent before the file's language was known (``decode.language`` None), the
         file's language once it is (None before). A chunk that detected another one stops retrying as soon as
@@ -368,6 +368,7 @@ class LongFileTranscriber:
             known = settled()
             return bool(known) and known != attempts[0][0].language
 
+        allow_rechunk = options.rechunk and not half
         joined = len(plan.pieces) > 1 and options.guard.enabled  # speech from several places: check each is heard
         unheard = False
         with_glossary = bool(options.keyterms)
@@ -396,7 +397,7 @@ class LongFileTranscriber:
             history.append(_attempt_report(plan, len(audio), opts, result, verdict))
             if verdict.passed:
                 accepted = self._accept(plan, attempts, history, rechunked=False)
-                thin = thin_pieces(plan, result, options.guard.min_piece_words_per_s) if joined else []
+                thin = thin_pieces(plan, result, options.guard.min_piece_words_per_s) if joined and not half else []
                 if thin and len(audio) >= _MIN_RECHUNK_SAMPLES and not redone():
                     return await self._heard_more(plan, audio, decode, options, attempts, history, accepted, thin)
                 return accepted
@@ -418,13 +419,15 @@ class LongFileTranscriber:
     ) -> list[_Outcome]:
         """The chunk cut in two (:func:`split_in_two`) and each half recognised in the language of the chunk's
         first attempt, without further re-chunking of its own (a half that again drops joined speech is cut
-        again, bounded by its number of pieces); empty when the chunk cannot be cut."""
+        again, bounded by its number of pieces) and without a check for thin pieces (on the three tune-half
+        programs, a half cut again for thin pieces never kept the cut's text: four decodes in vain); empty
+        when the chunk cannot be cut."""
         parts = split_in_two(plan, audio)
         if len(parts) != 2:
             return []
         first_lang = replace(decode, language=decode.language or attempts[0][0].language)
         return list(await asyncio.gather(
-            *(self._recognize(p, a, first_lang, options, allow_rechunk=False) for p, a in parts)
+            *(self._recognize(p, a, first_lang, options, half=True) for p, a in parts)
         ))
 
     async def _heard_more(
