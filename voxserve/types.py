@@ -136,8 +136,9 @@ class AttemptReport:
 class ChunkReport:
     """What happened to one planned chunk of a long file (reported in verbose_json).
 
-    ``attempts`` counts every decode of it and of its parts; ``history`` lists them in the order they were
-    decoded (a chunk redone in the file's language at the end lists its first attempts first)."""
+    ``attempts`` counts every decode of it and of its parts; ``history`` lists them: the chunk's own in the
+    order they ran, then each half's (a chunk redone in the file's language at the end lists its first
+    attempts first)."""
 
     index: int
     start: int
