@@ -6,6 +6,7 @@ Pure functions from :class:`~voxserve.types.Transcript` to text, shared by the C
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +16,7 @@ from voxserve.languages import language_name
 from voxserve.subtitles import DEFAULT_SUBTITLES, SubtitleOptions, shape_cues
 from voxserve.types import (
     SAMPLE_RATE,
+    AttemptReport,
     Diarization,
     Segment,
     SpeakerTurn,
@@ -87,30 +89,20 @@ def voxserve_block(t: Transcript) -> dict[str, Any]:
                 "rechunked": c.rechunked,
                 "passed": c.passed,
                 "reasons": list(c.reasons),
-                "history": [
-                    {
-                        "part": a.part,
-                        "start": _r(a.start / SAMPLE_RATE),
-                        "end": _r(a.end / SAMPLE_RATE),
-                        "window_s": a.window_s,
-                        "beam_size": a.beam_size,
-                        "temperature": a.temperature,
-                        "repetition_penalty": a.repetition_penalty,
-                        "language": a.language,
-                        "passed": a.passed,
-                        "reasons": list(a.reasons),
-                        "avg_logprob": round(a.avg_logprob, 4),
-                        "compression_ratio": round(a.compression_ratio, 3),
-                        "no_speech_prob": round(a.no_speech_prob, 4),
-                        "words": a.words,
-                        "accepted": a.accepted,
-                    }
-                    for a in c.history
-                ],
+                "history": [_attempt_dict(a) for a in c.history],
             }
             for c in st.chunk_reports
         ],
     }
+
+
+def _attempt_dict(a: AttemptReport) -> dict[str, Any]:
+    """One decode of a chunk (or of a half of it) as verbose_json lists it."""
+    d = dataclasses.asdict(a)
+    d.update(start=_r(a.start / SAMPLE_RATE), end=_r(a.end / SAMPLE_RATE), reasons=list(a.reasons),
+             avg_logprob=round(a.avg_logprob, 4), compression_ratio=round(a.compression_ratio, 3),
+             no_speech_prob=round(a.no_speech_prob, 4))
+    return d
 
 
 def to_logprobs(t: Transcript) -> list[dict[str, Any]]:
