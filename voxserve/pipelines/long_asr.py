@@ -471,11 +471,11 @@ class LongFileTranscriber:
         result, verdict = attempts[best]
         if failed and "repetition" in verdict.reasons:  # the least bad attempt, without its loops
             result = without_repeats(result)
+        listed = (*(replace(a, accepted=i == best) for i, a in enumerate(history)), *tried)
         report = ChunkReport(
             index=plan.index, start=plan.file_start, end=plan.file_end, speech_samples=plan.length,
-            attempts=len(attempts) + len(tried), temperature=result.temperature, rechunked=rechunked,
-            passed=not failed, reasons=tuple(r for _, v in attempts for r in v.reasons),
-            history=(*(replace(a, accepted=i == best) for i, a in enumerate(history)), *tried),
+            attempts=len(listed), temperature=result.temperature, rechunked=rechunked,
+            passed=not failed, reasons=tuple(r for _, v in attempts for r in v.reasons), history=listed,
         )
         text = ChunkText(
             plan=plan,
@@ -494,14 +494,14 @@ class LongFileTranscriber:
     def _merge(plan: ChunkPlan, attempts: list[tuple[AsrResult, Verdict]], history: list[AttemptReport],
                subs: list[_Outcome]) -> _Outcome:
         """The outcome of a chunk whose halves' texts replace its own."""
-        halves = _halves_history(subs)
+        listed = (*history, *_halves_history(subs))
         report = ChunkReport(
             index=plan.index, start=plan.file_start, end=plan.file_end, speech_samples=plan.length,
-            attempts=len(attempts) + len(halves),
+            attempts=len(listed),
             temperature=max(s.report.temperature for s in subs), rechunked=True,
             passed=all(s.report.passed for s in subs),
             reasons=tuple(r for _, v in attempts for r in v.reasons),
-            history=(*history, *halves),
+            history=listed,
         )
         return _Outcome([t for s in subs for t in s.texts], report, subs[0].language, subs[0].language_probability)
 
@@ -749,8 +749,8 @@ def _halves_history(subs: list[_Outcome], *, accepted: bool = True) -> tuple[Att
 
 def _after(earlier: tuple[AttemptReport, ...], report: ChunkReport) -> ChunkReport:
     """``report`` of a chunk redone in the file's language, its first attempts (in its own) listed first."""
-    return replace(report, attempts=report.attempts + len(earlier),
-                   history=(*(replace(a, accepted=False) for a in earlier), *report.history))
+    listed = (*(replace(a, accepted=False) for a in earlier), *report.history)
+    return replace(report, attempts=len(listed), history=listed)
 
 
 def _word_count(outcomes: list[_Outcome]) -> int:
