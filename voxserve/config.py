@@ -37,7 +37,10 @@ class AsrConfig(_Frozen):
     threads_per_worker: int = Field(1, ge=1, description="Threads inside one model batch.")
     max_batch_size: int = Field(8, ge=1, le=256, description="Chunks per decoder batch.")
     max_wait_ms: float = Field(10.0, ge=0, description="How long a batch with live or agent work waits to fill.")
-    offline_wait_ms: float = Field(100.0, ge=0, description="How long a batch of offline work waits to fill.")
+    offline_wait_ms: float = Field(
+        10.0, ge=0, description="How long a batch of offline work waits to fill. A long file sends its chunks in "
+        "groups, so a longer wait only holds back its first chunks and its last retries (100 ms measured slower "
+        "on the tune half, the same text; docs/benchmarks.md).")
     max_queue: int = Field(4096, ge=1, description="Queued chunks beyond which new work is refused.")
     beam_size: int = Field(1, ge=1, le=16, description="Beam width at temperature 0 (1 = greedy).")
     best_of: int = Field(3, ge=1, le=16, description="Samples per retry at temperature above 0.")

@@ -53,8 +53,9 @@ class BatcherConfig:
     Attributes:
         max_batch_size: the most items in one call of the model function.
         max_wait_ms: how long a worker waits for a batch to fill once it has an urgent (live or agent) item.
-        offline_wait_ms: the same when only offline work is queued: throughput matters more than latency
-            there, and a CPU decoder is about twice as efficient per item at batch 4 as at batch 1.
+        offline_wait_ms: the same when only offline work is queued (never shorter than ``max_wait_ms``): a
+            CPU decoder is about twice as efficient per item at batch 4 as at batch 1, but a long file already
+            sends its chunks in groups, so the engine's default is short (:class:`voxserve.config.AsrConfig`).
         workers: threads calling the model function concurrently.
         max_queue: queued items beyond which new work is refused.
         urgent_workers: more threads that take only work someone waits on now: live or agent items due
