@@ -55,9 +55,14 @@ class CTranslate2Whisper:
         compute_type = options.compute_type
         if compute_type == "default":
             compute_type = "int8" if device == "cpu" else "float16"
+        weights = directory
+        if compute_type == "int8":
+            from voxserve.backends.asr.embedded import int8_dir
+
+            weights = int8_dir(directory)  # an embedded model's int8 copy: no quantizing at every start
         try:
             self._model = ctranslate2.models.Whisper(
-                str(directory),
+                str(weights),
                 device=device,
                 device_index=options.device_index,
                 compute_type=compute_type,

