@@ -88,3 +88,33 @@ def test_a_damaged_model_file_is_refused(tmp_path: Path, cut: int) -> None:
     (tmp_path / MODEL_BIN).write_bytes(data[:cut] + (b"junk" if cut < 0 else b""))
     with pytest.raises(ModelUnavailable):
         read_model(tmp_path / MODEL_BIN)
+
+
+def test_a_copy_made_meanwhile_by_another_process_is_used_and_a_stale_one_never(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import voxserve.backends.asr.int8_store as store
+
+    source, target = tmp_path / "src", tmp_path / "cache" / "int8"
+    source.mkdir()
+    write_model(source / MODEL_BIN, _model())
+    real_replace = os.replace
+
+    def raced(src: str, dst: str) -> None:  # the other process renames its copy first
+        real_replace(src, dst)
+        raise OSError("Directory not empty")
+
+    monkeypatch.setattr(store.os, "replace", raced)
+    assert int8_copy(source, target) == target
+    monkeypatch.undo()
+    changed = _model()
+    changed.variables["decoder/embeddings/weight"] = -changed.variables["decoder/embeddings/weight"]
+    write_model(source / MODEL_BIN, changed)
+    os.utime(source / MODEL_BIN, ns=(10**18, 10**18))
+
+    def full(path: Path, model: ModelFile) -> None:  # the new copy cannot be written: the old one is stale
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(store, "write_model", full)
+    with pytest.raises(OSError):
+        int8_copy(source, target)
+

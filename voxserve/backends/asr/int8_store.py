@@ -143,9 +143,9 @@ def int8_copy(source: Path, target: Path) -> Path:
         write_model(building / MODEL_BIN, quantize_int8(model))
         (building / _STAMP).write_text(stamp)
         shutil.rmtree(target, ignore_errors=True)
-        os.replace(building, target)  # another process may have won the race: its copy is the same
+        os.replace(building, target)
     except OSError:
-        if not (target / MODEL_BIN).is_file():
+        if _read_stamp(target) != stamp:  # not another process's copy of the same source, made meanwhile
             raise
     finally:
         shutil.rmtree(building, ignore_errors=True)
