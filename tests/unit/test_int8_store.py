@@ -118,3 +118,24 @@ def test_a_copy_made_meanwhile_by_another_process_is_used_and_a_stale_one_never(
     with pytest.raises(OSError):
         int8_copy(source, target)
 
+
+
+def test_a_current_copy_made_meanwhile_is_kept_not_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import voxserve.backends.asr.int8_store as store
+
+    source, target = tmp_path / "src", tmp_path / "cache" / "int8"
+    source.mkdir()
+    write_model(source / MODEL_BIN, _model())
+    real_write = store.write_model
+    made: list[int] = []
+
+    def slow_write(path: Path, model: ModelFile) -> None:  # another process finishes its copy meanwhile
+        real_write(path, model)
+        if not made:
+            monkeypatch.setattr(store, "write_model", real_write)
+            int8_copy(source, target)
+            made.append((target / MODEL_BIN).stat().st_ino)
+
+    monkeypatch.setattr(store, "write_model", slow_write)
+    assert int8_copy(source, target) == target
+    assert (target / MODEL_BIN).stat().st_ino == made[0]  # the other process's file, never removed

@@ -142,8 +142,9 @@ def int8_copy(source: Path, target: Path) -> Path:
                 shutil.copyfile(item, building / item.name)
         write_model(building / MODEL_BIN, quantize_int8(model))
         (building / _STAMP).write_text(stamp)
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(building, target)
+        if _read_stamp(target) != stamp:  # never remove a current copy: another process may be loading it
+            shutil.rmtree(target, ignore_errors=True)  # a copy of an older source
+            os.replace(building, target)
     except OSError:
         if _read_stamp(target) != stamp:  # not another process's copy of the same source, made meanwhile
             raise
